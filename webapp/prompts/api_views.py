@@ -1,0 +1,34 @@
+from django.http import JsonResponse
+
+from webapp.api import api_view, error
+
+from .actions import PromptFileError, upload_prompt_set
+from .models import PromptSet
+
+PREVIEW_ROWS = 5
+
+
+@api_view(["GET", "POST"])
+def prompt_sets(request):
+    if request.method == "GET":
+        return JsonResponse({"prompt_sets": [ps.to_json() for ps in PromptSet.objects.select_related("owner")]})
+    uploaded = request.FILES.get("file")
+    if uploaded is None:
+        return error("attach the prompt file as the multipart field 'file'", field="file")
+    try:
+        prompt_set = upload_prompt_set(user=request.user, name=request.POST.get("name", ""), uploaded_file=uploaded)
+    except PromptFileError as exc:
+        return error(str(exc), field="file")
+    data = prompt_set.to_json()
+    data["preview"] = [p.to_json() for p in prompt_set.prompts.all()[:PREVIEW_ROWS]]
+    return JsonResponse(data, status=201)
+
+
+@api_view(["GET"])
+def prompt_set_detail(request, pk):
+    prompt_set = PromptSet.objects.filter(pk=pk).first()
+    if prompt_set is None:
+        return error(f"no prompt set with id {pk}", 404)
+    data = prompt_set.to_json()
+    data["preview"] = [p.to_json() for p in prompt_set.prompts.all()[:PREVIEW_ROWS]]
+    return JsonResponse(data)

@@ -1,0 +1,36 @@
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+
+from webapp.prompts.models import PromptSet
+from webapp.prompts.parsing import parse_prompt_file
+
+SAMPLES = [
+    # (name, file): the arithmetic set matches the default policy, so a demo run's
+    # majority vote carries signal; the MATH-500 excerpt shows a real benchmark's format.
+    ("Arithmetic word problems (sample)", settings.BASE_DIR / "rl" / "assets" / "arithmetic_sample.json"),
+    ("MATH-500 (first 40)", Path(__file__).resolve().parents[2] / "samples" / "math500_sample.json"),
+]
+
+
+class Command(BaseCommand):
+    help = "Create the demo account and the sample prompt sets; leaves existing ones alone."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--username", default="demo")
+        parser.add_argument("--password", default="evolab-demo")
+
+    def handle(self, username, password, **options):
+        User = get_user_model()
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            user = User.objects.create_user(username=username, password=password, is_staff=True, is_superuser=True)
+            self.stdout.write(f"created user {username!r}")
+        for name, path in SAMPLES:
+            if PromptSet.objects.filter(name=name).exists():
+                continue
+            parsed = parse_prompt_file(path.name, path.read_bytes(), settings.PROMPT_FILE_MAX_BYTES)
+            PromptSet.create_from_parsed(name=name, owner=user, filename=path.name, parsed=parsed)
+            self.stdout.write(f"loaded prompt set {name!r} ({len(parsed.rows)} rows)")

@@ -1,0 +1,76 @@
+from django.conf import settings
+from django.db import models, transaction
+
+
+class PromptSet(models.Model):
+    name = models.CharField(max_length=200)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="prompt_sets")
+    source_filename = models.CharField(max_length=255, blank=True)
+    format = models.CharField(max_length=20)
+    row_count = models.PositiveIntegerField(default=0)
+    has_labels = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return self.name
+
+    @classmethod
+    def create_from_parsed(cls, *, name, owner, filename, parsed):
+        """Save a parsed file as one set, all rows or none (one transaction)."""
+        with transaction.atomic():
+            prompt_set = cls.objects.create(
+                name=name,
+                owner=owner,
+                source_filename=filename,
+                format=parsed.format,
+                row_count=len(parsed.rows),
+                has_labels=parsed.has_labels,
+            )
+            Prompt.objects.bulk_create(
+                [
+                    Prompt(prompt_set=prompt_set, position=row.position, external_id=row.id, text=row.prompt, label=row.label)
+                    for row in parsed.rows
+                ],
+                batch_size=500,
+            )
+        return prompt_set
+
+    def trainer_rows(self):
+        """Rows in the trainer's prompt file format (DESIGN §4.1). `label` is held out:
+        the trainer uses it for monitoring only."""
+        for p in self.prompts.order_by("position"):
+            row = {"id": p.external_id, "prompt": p.text}
+            if p.label is not None:
+                row["label"] = p.label
+            yield row
+
+    def to_json(self):
+        return {
+            "id": self.id,
+            "name": self.name,
+            "format": self.format,
+            "source_filename": self.source_filename,
+            "row_count": self.row_count,
+            "has_labels": self.has_labels,
+            "created_at": self.created_at.isoformat(),
+            "owner": self.owner.username,
+        }
+
+
+class Prompt(models.Model):
+    prompt_set = models.ForeignKey(PromptSet, on_delete=models.CASCADE, related_name="prompts")
+    position = models.PositiveIntegerField()
+    external_id = models.CharField(max_length=200)
+    text = models.TextField()
+    # Held-out label: monitoring metrics only, never a label-free reward.
+    label = models.TextField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["prompt_set", "external_id"], name="unique_prompt_id_per_set")]
+
+    def to_json(self):
+        return {"id": self.external_id, "position": self.position, "prompt": self.text, "label": self.label}

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from . import views
+
+app_name = "prompts"
+urlpatterns = [
+    path("", views.prompt_set_list, name="list"),
+    path("<int:pk>/", views.prompt_set_detail, name="detail"),
+]

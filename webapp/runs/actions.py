@@ -1,0 +1,118 @@
+"""Action functions: the one place each change to a run is written and queued."""
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+
+from rl.methods import HyperparameterError, get_method, validate_hyperparameters
+
+from .models import Run
+
+MAX_STEPS_LIMIT = 100_000
+
+
+@dataclass
+class RunInputError(ValueError):
+    message: str
+    field: str | None = None
+
+    def __str__(self):
+        return self.message
+
+
+def default_queue(model: str) -> str:
+    # The small default policy trains on CPU workers; anything else needs a GPU host.
+    return settings.QUEUE_PREFIX + ("cpu" if model == "default" else "gpu")
+
+
+def _enqueue(run: Run) -> None:
+    from workers.tasks import train_run
+
+    transaction.on_commit(lambda: train_run.apply_async(args=[run.pk], queue=run.queue))
+
+
+def launch_run(*, user, name, method, prompt_set, model="default", hyperparameters=None, max_steps=None, seed=0, queue=None) -> Run:
+    name = (name or "").strip()
+    if not name:
+        raise RunInputError("a run needs a name", "name")
+    try:
+        spec = get_method(method)
+        hyperparameters = validate_hyperparameters(method, hyperparameters or {})
+    except HyperparameterError as exc:
+        raise RunInputError(str(exc), exc.field) from exc
+    if spec.needs_references and not prompt_set.has_labels and not hyperparameters.get("use_majority_as_reference"):
+        raise RunInputError(
+            f"{spec.title} needs reference answers and the prompt set {prompt_set.name!r} has none", "prompt_set"
+        )
+    try:
+        max_steps = int(max_steps if max_steps not in (None, "") else 20)
+    except (TypeError, ValueError):
+        raise RunInputError(f"max_steps must be a whole number, not {max_steps!r}", "max_steps") from None
+    if not 1 <= max_steps <= MAX_STEPS_LIMIT:
+        raise RunInputError(f"max_steps must be between 1 and {MAX_STEPS_LIMIT}, not {max_steps}", "max_steps")
+    try:
+        seed = int(seed or 0)
+    except (TypeError, ValueError):
+        raise RunInputError(f"seed must be a whole number, not {seed!r}", "seed") from None
+    model = (model or "default").strip()
+    with transaction.atomic():
+        run = Run.objects.create(
+            name=name,
+            method=method,
+            prompt_set=prompt_set,
+            model=model,
+            hyperparameters=hyperparameters,
+            max_steps=max_steps,
+            seed=seed,
+            queue=queue or default_queue(model),
+            created_by=user,
+        )
+        _enqueue(run)
+    return run
+
+
+def cancel_run(run: Run) -> Run:
+    """A queued run is cancelled at once; a running one is flagged and its supervisor
+    sends SIGTERM, after which the trainer checkpoints and exits."""
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk, state__in=[Run.QUEUED, Run.RUNNING]).update(cancel_requested=True)
+    from workers.live import push
+    from django.utils import timezone
+
+    if Run.objects.filter(pk=run.pk, state=Run.QUEUED).update(
+        state=Run.CANCELLED, finished_at=timezone.now(), message="cancelled before it started"
+    ):
+        push(run.pk, [{"type": "status", "state": Run.CANCELLED, "message": "cancelled before it started"}])
+    run.refresh_from_db()
+    return run
+
+
+def resume_run(run: Run) -> Run:
+    if run.state not in (Run.CANCELLED, Run.FAILED):
+        raise RunInputError(f"only a cancelled or failed run can be resumed; this one is {run.state}", "state")
+    if not (run.run_dir / "checkpoints").exists() and not any(run.run_dir.glob("checkpoint*")):
+        raise RunInputError("this run has no checkpoint to resume from", "state")
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk).update(
+            state=Run.QUEUED, resume_requested=True, cancel_requested=False, finished_at=None, message="", exit_code=None
+        )
+        run.refresh_from_db()
+        _enqueue(run)
+    return run
+
+
+def clone_run(run: Run, *, user, name=None) -> Run:
+    clone = launch_run(
+        user=user,
+        name=name or f"{run.name} (clone)",
+        method=run.method,
+        prompt_set=run.prompt_set,
+        model=run.model,
+        hyperparameters=run.hyperparameters,
+        max_steps=run.max_steps,
+        seed=run.seed,
+        queue=run.queue,
+    )
+    Run.objects.filter(pk=clone.pk).update(cloned_from=run)
+    clone.cloned_from = run
+    return clone

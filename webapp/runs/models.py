@@ -1,0 +1,175 @@
+from pathlib import Path
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+
+class Run(models.Model):
+    QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
+    STATES = [(s, s) for s in (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)]
+    TERMINAL = {SUCCEEDED, FAILED, CANCELLED}
+
+    name = models.CharField(max_length=200)
+    method = models.CharField(max_length=50)
+    prompt_set = models.ForeignKey("prompts.PromptSet", on_delete=models.PROTECT, related_name="runs")
+    model = models.CharField(max_length=500, default="default")
+    hyperparameters = models.JSONField(default=dict)
+    max_steps = models.PositiveIntegerField()
+    seed = models.IntegerField(default=0)
+    queue = models.CharField(max_length=50, default="cpu")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
+    cloned_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="clones")
+
+    state = models.CharField(max_length=20, choices=STATES, default=QUEUED)
+    message = models.TextField(blank=True)
+    exit_code = models.IntegerField(null=True, blank=True)
+    stderr_tail = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    # Set when a resume is queued, read by the supervisor to start the child with --resume.
+    resume_requested = models.BooleanField(default=False)
+    last_seq = models.IntegerField(default=-1)
+    last_step = models.IntegerField(null=True, blank=True)
+
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        return f"{self.name} ({self.method})"
+
+    @property
+    def run_dir(self) -> Path:
+        return settings.RUNS_DIR / str(self.pk)
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.state in self.TERMINAL
+
+    def get_absolute_url(self):
+        return reverse("runs:detail", args=[self.pk])
+
+    def trainer_config(self, prompts_path: Path) -> dict:
+        """The trainer's CONFIG.json (DESIGN §4.1)."""
+        return {
+            "method": self.method,
+            "model": self.model,
+            "prompts": str(prompts_path),
+            "eval_prompts": None,
+            "embedding_model": None,
+            "max_steps": self.max_steps,
+            "seed": self.seed,
+            "hyperparameters": self.hyperparameters,
+        }
+
+    def to_json(self):
+        return {
+            "id": self.pk,
+            "name": self.name,
+            "method": self.method,
+            "prompt_set": self.prompt_set_id,
+            "model": self.model,
+            "hyperparameters": self.hyperparameters,
+            "max_steps": self.max_steps,
+            "seed": self.seed,
+            "queue": self.queue,
+            "state": self.state,
+            "message": self.message,
+            "exit_code": self.exit_code,
+            "stderr_tail": self.stderr_tail,
+            "last_step": self.last_step,
+            "cancel_requested": self.cancel_requested,
+            "cloned_from": self.cloned_from_id,
+            "created_by": self.created_by.username,
+            "created_at": self.created_at.isoformat(),
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+        }
+
+
+class RunEvent(models.Model):
+    """One line of the run's event log. The unique (run, seq) makes ingestion idempotent:
+    a replayed log inserts nothing twice."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.IntegerField()
+    type = models.CharField(max_length=20)
+    time = models.FloatField()
+    step = models.IntegerField(null=True, blank=True)
+    # The event as written, except a group's rollouts, which live in Rollout rows.
+    payload = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq_per_run")]
+
+
+class MetricPoint(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="metric_points")
+    seq = models.IntegerField()
+    step = models.IntegerField()
+    name = models.CharField(max_length=100)
+    value = models.FloatField(null=True)
+
+    class Meta:
+        ordering = ["step", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq", "name"], name="unique_metric_per_event")]
+        indexes = [models.Index(fields=["run", "name", "step"])]
+
+
+class Group(models.Model):
+    """One prompt's rollouts at one step."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="groups")
+    seq = models.IntegerField()
+    step = models.IntegerField()
+    prompt_id = models.CharField(max_length=200)
+    majority_answer = models.TextField(null=True, blank=True)
+    similarity = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["step", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_group_per_event")]
+        indexes = [models.Index(fields=["run", "step", "prompt_id"])]
+
+    def summary_json(self):
+        return {"step": self.step, "prompt_id": self.prompt_id, "majority_answer": self.majority_answer}
+
+
+class Rollout(models.Model):
+    group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="rollouts")
+    index = models.IntegerField()
+    text = models.TextField()
+    answer = models.TextField(null=True, blank=True)
+    valid = models.BooleanField(default=False)
+    in_majority = models.BooleanField(default=False)
+    reward = models.FloatField(null=True)
+    advantage = models.FloatField(null=True)
+    length = models.IntegerField(default=0)
+    used_for_training = models.BooleanField(default=True)
+    entropy = models.FloatField(null=True)
+    extra = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["index"]
+        constraints = [models.UniqueConstraint(fields=["group", "index"], name="unique_rollout_index_per_group")]
+
+    def to_json(self, with_text=True):
+        data = {
+            "index": self.index,
+            "answer": self.answer,
+            "valid": self.valid,
+            "in_majority": self.in_majority,
+            "reward": self.reward,
+            "advantage": self.advantage,
+            "length": self.length,
+            "used_for_training": self.used_for_training,
+            "entropy": self.entropy,
+            "extra": self.extra,
+        }
+        if with_text:
+            data["text"] = self.text
+        return data

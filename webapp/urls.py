@@ -1,0 +1,16 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from django.views.decorators.csrf import csrf_exempt
+
+from webapp.runs.views import healthz
+
+urlpatterns = [
+    path("healthz", healthz),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("api/", include("webapp.api_urls")),
+    path("prompt-sets/", include("webapp.prompts.urls")),
+    path("", include("webapp.runs.urls")),
+]

@@ -1,0 +1,174 @@
+"""Event ingestion: the one place that turns trainer events into database rows and
+live messages (DESIGN §2 step 4).
+
+Idempotent by construction: an event whose (run, seq) is already stored is skipped, so
+re-reading a log from the start, or twice, writes every row exactly once.
+"""
+import json
+import logging
+import math
+from pathlib import Path
+
+from django.db import transaction
+
+from webapp.runs.models import Group, MetricPoint, Rollout, Run, RunEvent
+
+from .live import push
+
+log = logging.getLogger(__name__)
+
+
+class EventTail:
+    """Reads complete new lines of an append-only JSONL file, remembering its byte offset.
+
+    A line the trainer is still writing (no trailing newline yet) is left for the next
+    read rather than parsed half-written."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.offset = 0
+
+    def read_new(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return []
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            return []
+        self.offset += end + 1
+        events = []
+        for number, line in enumerate(chunk[: end + 1].splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                events.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                log.error("skipping an unreadable line in %s: %s", self.path, exc)
+        return events
+
+
+def _number(value):
+    """JSON numbers for the database; NaN and infinities (a diverged loss) become None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return None if math.isnan(value) or math.isinf(value) else float(value)
+
+
+def _live_message(event: dict) -> dict | None:
+    kind = event["type"]
+    if kind == "metrics":
+        return {"type": "metrics", "step": event["step"], "values": {k: _number(v) for k, v in event["values"].items()}}
+    if kind == "eval":
+        values = {f"eval/{k}": _number(v) for k, v in event.get("values", {}).items()}
+        return {"type": "metrics", "step": event["step"], "values": values}
+    if kind == "group":
+        return {
+            "type": "group",
+            "step": event["step"],
+            "prompt_id": str(event["prompt_id"]),
+            "majority_answer": event.get("majority_answer"),
+            "similarity": event.get("similarity"),
+            "rollouts": [
+                {k: r.get(k) for k in ("index", "answer", "valid", "in_majority", "reward", "advantage", "length")}
+                for r in event.get("rollouts", [])
+            ],
+        }
+    if kind == "status":
+        return {"type": "status", "state": event.get("state"), "message": event.get("message", ""), "source": "trainer"}
+    return None
+
+
+def ingest_events(run: Run, events: list[dict]) -> int:
+    """Store the events not stored yet and push them live. Returns how many were new."""
+    if not events:
+        return 0
+    seqs = [e["seq"] for e in events]
+    with transaction.atomic():
+        known = set(RunEvent.objects.filter(run=run, seq__in=seqs).values_list("seq", flat=True))
+        new = [e for e in events if e["seq"] not in known]
+        # A log can repeat a seq only if it is corrupt; keep the first occurrence.
+        seen = set()
+        new = [e for e in new if not (e["seq"] in seen or seen.add(e["seq"]))]
+        if not new:
+            return 0
+        RunEvent.objects.bulk_create(
+            [
+                RunEvent(
+                    run=run,
+                    seq=e["seq"],
+                    type=e["type"],
+                    time=e.get("time", 0.0),
+                    step=e.get("step"),
+                    payload={k: v for k, v in e.items() if k != "rollouts"},
+                )
+                for e in new
+            ]
+        )
+        _store_metrics(run, new)
+        _store_groups(run, new)
+        steps = [e["step"] for e in new if isinstance(e.get("step"), int)]
+        updates = {"last_seq": max(max(seqs), run.last_seq)}
+        if steps:
+            updates["last_step"] = max(steps + ([run.last_step] if run.last_step is not None else []))
+        Run.objects.filter(pk=run.pk).update(**updates)
+        for field, value in updates.items():
+            setattr(run, field, value)
+        messages = [m for m in map(_live_message, new) if m is not None]
+        transaction.on_commit(lambda: push(run.pk, messages))
+    return len(new)
+
+
+def _store_metrics(run, events):
+    points = []
+    for e in events:
+        if e["type"] == "metrics":
+            prefix = ""
+        elif e["type"] == "eval":
+            prefix = "eval/"
+        else:
+            continue
+        for name, value in e.get("values", {}).items():
+            points.append(MetricPoint(run=run, seq=e["seq"], step=e["step"], name=prefix + name, value=_number(value)))
+    MetricPoint.objects.bulk_create(points, batch_size=1000)
+
+
+def _store_groups(run, events):
+    group_events = [e for e in events if e["type"] == "group"]
+    if not group_events:
+        return
+    groups = Group.objects.bulk_create(
+        [
+            Group(
+                run=run,
+                seq=e["seq"],
+                step=e["step"],
+                prompt_id=str(e["prompt_id"]),
+                majority_answer=e.get("majority_answer"),
+                similarity=e.get("similarity"),
+            )
+            for e in group_events
+        ]
+    )
+    rollouts = []
+    for group, e in zip(groups, group_events):
+        for r in e.get("rollouts", []):
+            rollouts.append(
+                Rollout(
+                    group=group,
+                    index=r["index"],
+                    text=r.get("text", ""),
+                    answer=r.get("answer"),
+                    valid=bool(r.get("valid")),
+                    in_majority=bool(r.get("in_majority")),
+                    reward=_number(r.get("reward")),
+                    advantage=_number(r.get("advantage")),
+                    length=int(r.get("length") or 0),
+                    used_for_training=bool(r.get("used_for_training", True)),
+                    entropy=_number(r.get("entropy")),
+                    extra=r.get("extra") or {},
+                )
+            )
+    Rollout.objects.bulk_create(rollouts, batch_size=1000)

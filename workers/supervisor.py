@@ -1,0 +1,147 @@
+"""The run supervisor: starts the trainer as a child process, tails its event log into
+the database, relays cancel requests as SIGTERM, and records how the child ended.
+
+A crash of the child never reaches the worker: the child is a separate process and its
+exit code and stderr tail are recorded on the run.
+"""
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from webapp.runs.models import Run, RunEvent
+
+from .ingest import EventTail, ingest_events
+from .live import push
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.5
+# After SIGTERM the trainer finishes its step and writes a checkpoint; a child that takes
+# longer than this is killed so that cancel always ends.
+CANCEL_GRACE_SECONDS = float(os.environ.get("EVOLAB_CANCEL_GRACE_SECONDS", 120))
+STDERR_TAIL_CHARS = 4000
+
+
+def trainer_command(run: Run, config_path, resume: bool) -> list[str]:
+    python = settings.TRAINER_PYTHON or sys.executable
+    command = [python, "-m", "rl.train", "--config", str(config_path), "--out", str(run.run_dir)]
+    if resume:
+        command.append("--resume")
+    return command
+
+
+def _claim(run_id: int) -> Run | None:
+    """Move a queued run to running. Only one supervisor can win, so a task delivered
+    twice (a broker redelivery, a double click) never starts two trainers."""
+    with transaction.atomic():
+        claimed = Run.objects.filter(pk=run_id, state=Run.QUEUED, cancel_requested=False).update(
+            state=Run.RUNNING, started_at=timezone.now(), finished_at=None, exit_code=None, message=""
+        )
+    if not claimed:
+        # A queued run whose cancel arrived before a worker picked it up ends here.
+        if Run.objects.filter(pk=run_id, state=Run.QUEUED, cancel_requested=True).update(
+            state=Run.CANCELLED, finished_at=timezone.now(), message="cancelled before it started"
+        ):
+            push(run_id, [{"type": "status", "state": Run.CANCELLED, "message": "cancelled before it started"}])
+        return None
+    return Run.objects.select_related("prompt_set").get(pk=run_id)
+
+
+def _prepare_run_dir(run: Run):
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    prompts_path = run.run_dir / "prompts.jsonl"
+    with open(prompts_path, "w", encoding="utf-8") as f:
+        for row in run.prompt_set.trainer_rows():
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    config_path = run.run_dir / "config.json"
+    config_path.write_text(json.dumps(run.trainer_config(prompts_path), indent=2))
+    return config_path
+
+
+def _tail(path, chars=STDERR_TAIL_CHARS) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - chars))
+            return f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+
+
+def _final_state(run: Run, exit_code: int, cancel_sent: bool) -> tuple[str, str]:
+    last_status = RunEvent.objects.filter(run=run, type="status").order_by("-seq").first()
+    reported = last_status.payload.get("state") if last_status else None
+    reported_message = last_status.payload.get("message", "") if last_status else ""
+    if exit_code == 0 and reported in (Run.SUCCEEDED, Run.CANCELLED):
+        return reported, reported_message
+    if exit_code == 0 and cancel_sent:
+        return Run.CANCELLED, reported_message or "cancelled"
+    if exit_code == 0:
+        return Run.SUCCEEDED, reported_message
+    if cancel_sent and exit_code in (-signal.SIGTERM, -signal.SIGKILL):
+        return Run.CANCELLED, f"cancelled; the trainer was stopped by signal {-exit_code}"
+    if reported == Run.FAILED and reported_message:
+        return Run.FAILED, reported_message
+    if exit_code < 0:
+        return Run.FAILED, f"the trainer was killed by signal {-exit_code}"
+    return Run.FAILED, f"the trainer exited with code {exit_code}"
+
+
+def supervise(run_id: int) -> str | None:
+    run = _claim(run_id)
+    if run is None:
+        log.info("run %s is not queued; nothing to do", run_id)
+        return None
+    resume = run.resume_requested
+    Run.objects.filter(pk=run.pk).update(resume_requested=False)
+    push(run.pk, [{"type": "status", "state": Run.RUNNING, "message": ""}])
+
+    config_path = _prepare_run_dir(run)
+    stdout_path, stderr_path = run.run_dir / "stdout.log", run.run_dir / "stderr.log"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
+        child = subprocess.Popen(
+            trainer_command(run, config_path, resume),
+            cwd=settings.BASE_DIR,
+            stdout=out,
+            stderr=err,
+            env=env,
+            # Same process group as the worker on purpose: stopping the worker's group
+            # (`make demo`'s Ctrl-C, a deploy) also SIGTERMs the trainer, which then
+            # checkpoints, so the run ends `cancelled` and can be resumed.
+        )
+    tail = EventTail(run.run_dir / "events.jsonl")
+    cancel_sent_at = None
+    while True:
+        ingest_events(run, tail.read_new())
+        exit_code = child.poll()
+        if exit_code is not None:
+            break
+        if cancel_sent_at is None and Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+            child.send_signal(signal.SIGTERM)
+            cancel_sent_at = time.monotonic()
+        elif cancel_sent_at is not None and time.monotonic() - cancel_sent_at > CANCEL_GRACE_SECONDS:
+            child.kill()
+        time.sleep(POLL_SECONDS)
+    ingest_events(run, tail.read_new())
+
+    state, message = _final_state(run, exit_code, cancel_sent_at is not None)
+    Run.objects.filter(pk=run.pk).update(
+        state=state,
+        message=message,
+        exit_code=exit_code,
+        stderr_tail=_tail(stderr_path) if state == Run.FAILED else "",
+        finished_at=timezone.now(),
+        cancel_requested=False,
+    )
+    push(run.pk, [{"type": "status", "state": state, "message": message}])
+    log.info("run %s ended %s (exit code %s)", run.pk, state, exit_code)
+    return state
