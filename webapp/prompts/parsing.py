@@ -1,0 +1,383 @@
+"""Parse an uploaded prompt file into validated rows (pure Python, no Django).
+
+Rules, in the order they are applied:
+
+* Size first: a 0-byte file is "the file is empty"; a file over ``max_bytes`` is
+  rejected before anything is decoded or parsed.
+* Format: the extension decides (``.json``, ``.jsonl``/``.ndjson``, ``.csv``,
+  ``.parquet``/``.pq``, ``.txt``); bytes that start and end with the Parquet magic
+  ``PAR1`` are Parquet whatever the name. Other names are sniffed from the content:
+  first non-blank character ``[`` -> JSON array, ``{`` -> JSON Lines, a first line
+  with a ``prompt`` column -> CSV; anything else is refused (plain text needs ``.txt``).
+* Text formats must be UTF-8 (a leading BOM is dropped); undecodable bytes or a NUL
+  byte are reported with their line and byte offset.
+* JSON: an array of objects. A ``.json`` file whose content starts with ``{`` is read
+  as JSON Lines (many tools name JSONL files ``.json``). JSONL: one object per line,
+  blank lines skipped.
+* Object rows (JSON, JSONL, Parquet): ``prompt`` is a string, or a chat-style list of
+  ``{role, content}`` messages whose last ``user`` message is the prompt. The label is
+  the first non-null of ``answer``, ``label``, ``reward_model.ground_truth``; the id is
+  ``id`` (verl parquet: ``extra_info.index``, then ``id``). Other keys are ignored.
+* CSV: a header with a ``prompt`` column and optional ``answer``/``label`` and ``id``
+  columns (names matched case-insensitively); ``,``, tab or ``;`` separated, whichever
+  makes ``prompt`` a column. Quoted fields may span lines; empty cells are missing.
+* Parquet is ``verl_parquet`` when ``prompt`` is a chat list or a ``reward_model``
+  column exists. verl/TTRL files repeat each problem (aime24_verl.parquet holds every
+  AIME problem 16 times with the same ``extra_info.index``), so when their ids are not
+  unique every row gets the id ``row-N`` instead of the file being rejected.
+* Plain text: one prompt per non-blank line, no labels.
+* Prompts are kept verbatim but must be non-blank strings. Labels and ids may be
+  strings or numbers; they are stored as stripped strings (JSON numbers keep their
+  literal text, so ``142.0`` stays ``"142.0"``); blank or NaN means missing.
+* Ids: explicit duplicate ids are an error naming both rows. A row without an id gets
+  ``str(position)``, or ``row-N`` (``row-N-2``, ...) if an explicit id already took it.
+* ``position`` is the 1-based ordinal of the prompt in file order. Errors cite the
+  physical ``line`` for JSONL, CSV and text and the ``row`` (element or table row) for
+  JSON arrays and Parquet.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from itertools import chain, count
+from pathlib import PurePath
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+EXTENSIONS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
+              ".parquet": "parquet", ".pq": "parquet", ".txt": "text"}
+LABEL_FIELDS = ("answer", "label", "reward_model.ground_truth")
+PARQUET_MAGIC = b"PAR1"
+
+
+@dataclass(frozen=True)
+class PromptRow:
+    id: str
+    prompt: str
+    label: str | None
+    position: int  # 1-based ordinal of the prompt in the file
+
+
+@dataclass(frozen=True)
+class ParsedPromptSet:
+    rows: list[PromptRow]
+    format: str  # 'json' | 'jsonl' | 'csv' | 'parquet' | 'verl_parquet' | 'text'
+
+    @property
+    def has_labels(self) -> bool:
+        return any(row.label is not None for row in self.rows)
+
+
+class PromptFileError(ValueError):
+    """A user-facing problem with an uploaded file.
+
+    ``message`` is the whole sentence (also ``str(error)``), prefixed with
+    ``line N:``/``row N:`` when it concerns one place; ``line`` is that 1-based line or
+    row number (for duplicate ids, the later one; None for whole-file problems);
+    ``field`` names the offending field (``prompt``, ``id``, ``answer``, ...) or is None.
+    """
+
+    def __init__(self, message: str, line: int | None = None, field: str | None = None,
+                 unit: str | None = "line"):
+        self.message = f"{unit} {line}: {message}" if line and unit else message
+        self.line = line
+        self.field = field
+        super().__init__(self.message)
+
+
+class _JsonNumber(str):
+    """A JSON number kept as its literal text, still recognisable as a number."""
+
+
+@dataclass
+class _Raw:
+    """One row before validation: where it is and its still-unchecked values."""
+    unit: str  # 'line' or 'row'
+    number: int
+    prompt: object
+    label: object = None
+    label_field: str = "answer"
+    id: object = None
+    id_field: str = "id"
+
+    def error(self, message: str, field: str | None = None) -> PromptFileError:
+        return PromptFileError(message, self.number, field, self.unit)
+
+
+def parse_prompt_file(filename: str, data: bytes, max_bytes: int) -> ParsedPromptSet:
+    """Parse ``data`` (the bytes of the uploaded ``filename``); see the module doc."""
+    if not data:
+        raise PromptFileError("the file is empty")
+    if len(data) > max_bytes:
+        raise PromptFileError(_too_large(len(data), max_bytes))
+    fmt = EXTENSIONS.get(PurePath(filename).suffix.lower())
+    if fmt == "parquet" or (data[:4] == PARQUET_MAGIC and data[-4:] == PARQUET_MAGIC):
+        return _parse_parquet(data)
+    try:
+        text = _decode(data)
+    except PromptFileError:
+        if fmt is None:
+            raise PromptFileError(f"cannot tell the format of {filename!r}: it is neither "
+                                  "Parquet nor UTF-8 text") from None
+        raise
+    fmt = fmt or _sniff(text, filename)
+    if fmt == "json" and text.lstrip().startswith("{"):
+        _refuse_single_json_object(text)
+        fmt = "jsonl"
+    parser = {"json": _parse_json, "jsonl": _parse_jsonl, "csv": _parse_csv,
+              "text": _parse_text}[fmt]
+    return _build(parser(text), fmt)
+
+
+def _too_large(size: int, limit: int) -> str:
+    def human(n: int) -> str:
+        for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
+            if n >= scale:
+                return f"{n / scale:.1f}".removesuffix(".0") + f" {unit}"
+        return f"{n} bytes"
+    if human(size) == human(limit):  # e.g. 10,000,001 bytes over a 10 MB limit
+        return f"the file is {size:,} bytes, over the {limit:,}-byte limit"
+    return f"the file is {human(size)}, over the {human(limit)} limit"
+
+
+def _decode(data: bytes) -> str:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PromptFileError(
+            f"the file is not UTF-8 text (byte 0x{data[exc.start]:02x} at byte offset "
+            f"{exc.start} cannot be decoded)", data.count(b"\n", 0, exc.start) + 1) from None
+    nul = data.find(b"\x00")
+    if nul >= 0:
+        raise PromptFileError(f"contains a NUL byte (at byte offset {nul}); this looks like "
+                              "a binary file, not text", data.count(b"\n", 0, nul) + 1)
+    return text.removeprefix("\ufeff")
+
+
+def _sniff(text: str, filename: str) -> str:
+    start = text.lstrip()[:1]
+    if start == "[":
+        return "json"
+    if start == "{":
+        return "jsonl"
+    first_line = next((line for line in text.split("\n") if line.strip()), "")
+    if _csv_delimiter(first_line):
+        return "csv"
+    raise PromptFileError(
+        f"cannot tell the format of {filename!r}: use a .json, .jsonl, .csv, .parquet or "
+        ".txt file (JSON, JSON Lines, CSV with a 'prompt' column, Parquet, or plain text)")
+
+
+def _refuse_single_json_object(text: str) -> None:
+    """A ``.json`` file starting with ``{`` is JSONL, unless it is one multi-line object."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError:
+        return
+    if sum(1 for line in text.split("\n") if line.strip()) > 1:
+            raise PromptFileError("the file holds a single JSON object; expected an array of "
+                              "objects or JSON Lines (one object per line)")
+
+
+def _json_loads(text: str) -> object:
+    return json.loads(text, parse_int=_JsonNumber, parse_float=_JsonNumber)
+
+
+def _parse_json(text: str) -> list[_Raw]:
+    try:
+        value = _json_loads(text)
+    except json.JSONDecodeError as exc:
+        raise PromptFileError(f"invalid JSON ({exc.msg} at column {exc.colno})",
+                              exc.lineno) from None
+    if not isinstance(value, list):
+        raise PromptFileError(f"expected a JSON array of objects, found {_kind(value)}")
+    return [_from_mapping(item, "row", i) for i, item in enumerate(value, 1)]
+
+
+def _parse_jsonl(text: str) -> list[_Raw]:
+    raws = []
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        try:
+            value = _json_loads(line)
+        except json.JSONDecodeError as exc:
+            raise PromptFileError(f"invalid JSON ({exc.msg} at column {exc.colno})",
+                                  number) from None
+        raws.append(_from_mapping(value, "line", number))
+    return raws
+
+
+def _from_mapping(item: object, unit: str, number: int,
+                  id_fields: tuple[str, ...] = ("id",)) -> _Raw:
+    if not isinstance(item, dict):
+        raise PromptFileError(f"expected an object with a 'prompt' key, found {_kind(item)}",
+                              number, None, unit)
+    if "prompt" not in item:
+        raise PromptFileError(f"no 'prompt' key (keys found: {_names(item)})",
+                              number, "prompt", unit)
+    raw = _Raw(unit, number, item["prompt"])
+    if isinstance(raw.prompt, list):
+        raw.prompt = _chat_prompt(raw)
+    for name in LABEL_FIELDS:
+        if _lookup(item, name) is not None:
+            raw.label, raw.label_field = _lookup(item, name), name
+            break
+    for name in id_fields:
+        if _lookup(item, name) is not None:
+            raw.id, raw.id_field = _lookup(item, name), name
+            break
+    return raw
+
+
+def _lookup(item: dict, dotted: str) -> object:
+    value: object = item
+    for part in dotted.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    return value
+
+
+def _chat_prompt(raw: _Raw) -> object:
+    """The content of the last ``user`` message of a chat-style prompt."""
+    users = [m for m in raw.prompt if isinstance(m, dict) and m.get("role") == "user"]
+    if not users:
+        raise raw.error("the chat-style prompt has no message with role 'user'", "prompt")
+    return users[-1].get("content")
+
+
+def _csv_delimiter(first_line: str) -> str | None:
+    for delimiter in ",\t;":
+        try:
+            header = next(csv.reader(io.StringIO(first_line, newline=""), delimiter=delimiter), [])
+        except csv.Error:
+            continue
+        if "prompt" in (name.strip().lower() for name in header):
+            return delimiter
+    return None
+
+
+def _parse_csv(text: str) -> list[_Raw]:
+    first_line = next((line for line in text.split("\n") if line.strip()), "")
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True,
+                        delimiter=_csv_delimiter(first_line) or ",")
+    raws, columns, start = [], None, 1
+    try:
+        for fields in reader:
+            where, start = start, reader.line_num + 1
+            if not any(field.strip() for field in fields):
+                continue
+            if columns is None:
+                columns = _csv_header(fields, where)
+                continue
+            if len(fields) < len(columns) or any(f.strip() for f in fields[len(columns):]):
+                raise PromptFileError(f"{len(fields)} fields, but the header has "
+                                      f"{len(columns)} columns", where)
+            row = {name: value.strip() or None for name, value in zip(columns, fields)}
+            row["prompt"] = fields[columns.index("prompt")]
+            raws.append(_from_mapping(row, "line", where))
+    except csv.Error as exc:
+        raise PromptFileError(f"invalid CSV ({exc})", reader.line_num) from None
+    return raws
+
+
+def _csv_header(fields: list[str], line: int) -> list[str]:
+    columns = [name.strip().lower() for name in fields]
+    if "prompt" not in columns:
+        raise PromptFileError(f"the header has no 'prompt' column (columns found: "
+                              f"{_names(fields)})", line, "prompt")
+    for name in ("prompt", "id", "answer", "label"):
+        if columns.count(name) > 1:
+            raise PromptFileError(f"the header has the column {name!r} more than once",
+                                  line, name)
+    return columns
+
+
+def _parse_text(text: str) -> list[_Raw]:
+    return [_Raw("line", number, line.removesuffix("\r"))
+            for number, line in enumerate(text.split("\n"), 1) if line.strip()]
+
+
+def _parse_parquet(data: bytes) -> ParsedPromptSet:
+    try:
+        table = pq.read_table(io.BytesIO(data))
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        raise PromptFileError(f"the file is not a valid Parquet file ({exc})") from None
+    if "prompt" not in table.column_names:
+        raise PromptFileError(f"no 'prompt' column (columns found: "
+                              f"{_names(table.column_names)})", field="prompt")
+    prompt_type = table.schema.field("prompt").type
+    verl = (pa.types.is_list(prompt_type) or pa.types.is_large_list(prompt_type)
+            or "reward_model" in table.column_names)
+    id_fields = ("extra_info.index", "id") if verl else ("id",)
+    raws = [_from_mapping(row, "row", i, id_fields)
+            for i, row in enumerate(table.to_pylist(), 1)]
+    return _build(raws, "verl_parquet" if verl else "parquet", ids_may_repeat=verl)
+
+
+def _build(raws: list[_Raw], fmt: str, ids_may_repeat: bool = False) -> ParsedPromptSet:
+    if not raws:
+        raise PromptFileError("the file has no prompts")
+    prompts, labels, ids = [], [], []
+    for raw in raws:
+        if not isinstance(raw.prompt, str) or isinstance(raw.prompt, _JsonNumber):
+            raise raw.error(f"the prompt must be a string, not {_kind(raw.prompt)}", "prompt")
+        if not raw.prompt.strip():
+            raise raw.error("empty prompt", "prompt")
+        prompts.append(raw.prompt)
+        labels.append(_scalar(raw, raw.label, raw.label_field))
+        ids.append(_scalar(raw, raw.id, raw.id_field))
+    explicit = [i for i in ids if i is not None]
+    if ids_may_repeat and len(set(explicit)) < len(explicit):  # verl repeats problems
+        ids = [f"row-{position}" for position in range(1, len(raws) + 1)]
+    _check_unique(raws, ids)
+    taken = {i for i in ids if i is not None}
+    rows = []
+    for position, (prompt, label, row_id) in enumerate(zip(prompts, labels, ids), 1):
+        if row_id is None:
+            candidates = chain([str(position), f"row-{position}"],
+                               (f"row-{position}-{n}" for n in count(2)))
+            row_id = next(c for c in candidates if c not in taken)
+            taken.add(row_id)
+        rows.append(PromptRow(row_id, prompt, label, position))
+    return ParsedPromptSet(rows, fmt)
+
+
+def _check_unique(raws: list[_Raw], ids: list[str | None]) -> None:
+    first_seen: dict[str, _Raw] = {}
+    for raw, row_id in zip(raws, ids):
+        if row_id is None:
+            continue
+        if row_id in first_seen:
+            first = first_seen[row_id]
+            raise PromptFileError(f"{raw.unit}s {first.number} and {raw.number} share the "
+                                  f"id {row_id!r}", raw.number, "id", unit=None)
+        first_seen[row_id] = raw
+
+
+def _scalar(raw: _Raw, value: object, field: str) -> str | None:
+    """A label or id as a stripped string; None when missing, blank or NaN."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (str, int, float, Decimal)):
+        raise raw.error(f"{field!r} must be a string or a number, not {_kind(value)}", field)
+    return str(value).strip() or None
+
+
+def _kind(value: object) -> str:
+    if isinstance(value, (_JsonNumber, int, float, Decimal)) and not isinstance(value, bool):
+        return "a number"
+    kinds = {type(None): "null", bool: "a boolean", str: "a string", list: "a list",
+             dict: "an object"}
+    return kinds.get(type(value), f"a {type(value).__name__}")
+
+
+def _names(names: Iterable[object]) -> str:
+    """Column or key names for a message: ``'a', 'b'`` (at most 20), or ``none``."""
+    names = [repr(str(name)) for name in names]
+    return ", ".join(names[:20]) + (", ..." if len(names) > 20 else "") if names else "none"
