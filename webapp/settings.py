@@ -16,6 +16,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 DATA_DIR = Path(os.environ.get("EVOLAB_DATA_DIR", BASE_DIR / "var")).resolve()
 RUNS_DIR = DATA_DIR / "runs"
+# SQLite cannot create its file in a folder that does not exist yet (fresh clone).
+DATA_DIR.mkdir(parents=True, exist_ok=True)
 
 SECRET_KEY = os.environ.get("SECRET_KEY", "evolab-insecure-development-key-change-me")
 DEBUG = os.environ.get("DEBUG", "0") == "1"

@@ -57,6 +57,17 @@ def _number(value):
     return None if math.isnan(value) or math.isinf(value) else float(value)
 
 
+def _json_safe(value):
+    """JSON columns reject NaN and infinities; they become null like in metric rows."""
+    if isinstance(value, float):
+        return _number(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def _live_message(event: dict) -> dict | None:
     kind = event["type"]
     if kind == "metrics":
@@ -102,7 +113,7 @@ def ingest_events(run: Run, events: list[dict]) -> int:
                     type=e["type"],
                     time=e.get("time", 0.0),
                     step=e.get("step"),
-                    payload={k: v for k, v in e.items() if k != "rollouts"},
+                    payload=_json_safe({k: v for k, v in e.items() if k != "rollouts"}),
                 )
                 for e in new
             ]
@@ -147,7 +158,7 @@ def _store_groups(run, events):
                 step=e["step"],
                 prompt_id=str(e["prompt_id"]),
                 majority_answer=e.get("majority_answer"),
-                similarity=e.get("similarity"),
+                similarity=_json_safe(e.get("similarity")),
             )
             for e in group_events
         ]
@@ -168,7 +179,7 @@ def _store_groups(run, events):
                     length=int(r.get("length") or 0),
                     used_for_training=bool(r.get("used_for_training", True)),
                     entropy=_number(r.get("entropy")),
-                    extra=r.get("extra") or {},
+                    extra=_json_safe(r.get("extra") or {}),
                 )
             )
     Rollout.objects.bulk_create(rollouts, batch_size=1000)

@@ -1,0 +1,60 @@
+"""Helpers for tests that drive the real daphne server and Celery worker."""
+import json
+import threading
+import time
+
+import requests
+from websockets.sync.client import connect
+
+SMALL_TTRL = {"n_votes": 8, "n_train": 4, "prompts_per_step": 2, "max_completion_length": 48}
+
+
+class Api:
+    def __init__(self, base_url, token):
+        self.base = base_url.rstrip("/") + "/api"
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Token {token}"
+
+    def get(self, path, **kw):
+        response = self.session.get(self.base + path, timeout=30, **kw)
+        response.raise_for_status()
+        return response.json()
+
+    def post(self, path, **kw):
+        response = self.session.post(self.base + path, timeout=30, **kw)
+        assert response.status_code < 400, response.text
+        return response.json()
+
+    def wait_for(self, run_id, predicate, timeout=240, what="the run"):
+        deadline = time.monotonic() + timeout
+        run = None
+        while time.monotonic() < deadline:
+            run = self.get(f"/runs/{run_id}")
+            if predicate(run):
+                return run
+            time.sleep(0.5)
+        raise AssertionError(f"timed out waiting for {what}; last seen: {json.dumps(run)[:2000]}")
+
+
+class LiveMessages:
+    """Collects the JSON frames of ws/runs/{id}/ in a background thread."""
+
+    def __init__(self, ws_url, session_key):
+        self.messages = []
+        self.ws = connect(ws_url, additional_headers={"Cookie": f"sessionid={session_key}"}, open_timeout=10)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        try:
+            for frame in self.ws:
+                self.messages.append(json.loads(frame))
+        except Exception:  # noqa: BLE001 - the socket closing ends the reader
+            pass
+
+    def of_type(self, kind):
+        return [m for m in self.messages if m["type"] == kind]
+
+    def close(self):
+        self.ws.close()
+        self.thread.join(timeout=5)

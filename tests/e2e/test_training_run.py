@@ -1,0 +1,92 @@
+"""A real Celery worker process runs real TTRL runs end to end (rl.train as a child)."""
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.helpers import SMALL_TTRL, LiveMessages
+from tests.factories import make_prompt_set
+from webapp.runs.models import Group, MetricPoint, Rollout
+
+pytestmark = pytest.mark.e2e
+
+DASHBOARD_METRICS = {"entropy", "response_length/mean", "reward/mean", "majority_ratio", "label_accuracy"}
+
+
+def test_a_two_step_ttrl_run_succeeds_and_streams_its_metrics(api, live_stack, live_user, session_key):
+    prompt_set = make_prompt_set(live_user, name="arith-e2e")
+    run = api.post("/runs", json={"name": "e2e", "method": "ttrl", "prompt_set": prompt_set.pk, "max_steps": 2,
+                                   "hyperparameters": SMALL_TTRL})
+    live = LiveMessages(f"ws://127.0.0.1:{live_stack.port}/ws/runs/{run['id']}/", session_key)
+    try:
+        final = api.wait_for(run["id"], lambda r: r["state"] in ("succeeded", "failed", "cancelled"))
+        assert final["state"] == "succeeded", final
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not any(m.get("state") == "succeeded" for m in live.of_type("status")):
+            time.sleep(0.2)
+    finally:
+        live.close()
+
+    assert final["last_step"] == 2
+    # What the browser was sent while the run trained:
+    metric_messages = live.of_type("metrics")
+    assert [m["step"] for m in metric_messages][-2:] == [1, 2] or {m["step"] for m in metric_messages} >= {1, 2}
+    assert DASHBOARD_METRICS <= set(metric_messages[-1]["values"])
+    assert live.of_type("group") and live.of_type("status")[-1]["state"] == "succeeded"
+    # What the database holds:
+    names = set(MetricPoint.objects.filter(run_id=run["id"]).values_list("name", flat=True))
+    assert DASHBOARD_METRICS <= names
+    assert Group.objects.filter(run_id=run["id"], step=2).count() == 2  # prompts_per_step
+    assert Rollout.objects.filter(group__run_id=run["id"], group__step=2).count() == 2 * SMALL_TTRL["n_votes"]
+    assert api.get(f"/runs/{run['id']}/metrics?names=entropy")["metrics"]["entropy"]["steps"] == [1, 2]
+
+
+def _trainer_pid(run_dir: Path) -> int | None:
+    needle = str(run_dir / "config.json").encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                cmdline = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"rl.train" in cmdline and needle in cmdline:
+                return int(entry.name)
+    return None
+
+
+def test_cancelling_a_running_run_stops_it_within_seconds_and_keeps_its_checkpoint(api, live_user):
+    from django.conf import settings
+
+    prompt_set = make_prompt_set(live_user, name="arith-cancel")
+    run = api.post("/runs", json={"name": "long", "method": "ttrl", "prompt_set": prompt_set.pk, "max_steps": 500,
+                                   "hyperparameters": SMALL_TTRL})
+    api.wait_for(run["id"], lambda r: (r["last_step"] or 0) >= 1 or r["state"] in ("failed", "succeeded"), what="step 1")
+    cancelled_at = time.monotonic()
+    api.post(f"/runs/{run['id']}/cancel")
+    final = api.wait_for(run["id"], lambda r: r["state"] not in ("queued", "running"), timeout=60)
+    assert final["state"] == "cancelled", final
+    assert time.monotonic() - cancelled_at < 30
+    events = (Path(settings.RUNS_DIR) / str(run["id"]) / "events.jsonl").read_text()
+    assert '"type": "checkpoint"' in events or '"type":"checkpoint"' in events
+
+
+def test_a_killed_trainer_fails_the_run_and_the_worker_carries_on(api, live_user):
+    from django.conf import settings
+
+    prompt_set = make_prompt_set(live_user, name="arith-kill")
+    run = api.post("/runs", json={"name": "doomed", "method": "ttrl", "prompt_set": prompt_set.pk, "max_steps": 500,
+                                   "hyperparameters": SMALL_TTRL})
+    api.wait_for(run["id"], lambda r: (r["last_step"] or 0) >= 1 or r["state"] in ("failed", "succeeded"), what="step 1")
+    pid = _trainer_pid(Path(settings.RUNS_DIR) / str(run["id"]))
+    assert pid is not None
+    os.kill(pid, signal.SIGKILL)
+    final = api.wait_for(run["id"], lambda r: r["state"] not in ("queued", "running"), timeout=60)
+    assert final["state"] == "failed" and final["exit_code"] == -signal.SIGKILL
+    assert "signal 9" in final["message"]
+
+    # The same worker takes the next run.
+    after = api.post("/runs", json={"name": "after", "method": "ttrl", "prompt_set": prompt_set.pk, "max_steps": 1,
+                                     "hyperparameters": SMALL_TTRL})
+    assert api.wait_for(after["id"], lambda r: r["state"] in ("succeeded", "failed"))["state"] == "succeeded"

@@ -1,0 +1,50 @@
+"""Small builders for test data."""
+from webapp.prompts.models import PromptSet
+from webapp.prompts.parsing import PromptRow, ParsedPromptSet
+
+
+def make_prompt_set(owner, rows=None, name="arith"):
+    rows = rows or [("p1", "What is 2 + 3?", "5"), ("p2", "What is 7 - 4?", "3")]
+    parsed = ParsedPromptSet(
+        rows=[PromptRow(id=i, prompt=p, label=label, position=n) for n, (i, p, label) in enumerate(rows, 1)],
+        format="json",
+    )
+    return PromptSet.create_from_parsed(name=name, owner=owner, filename=f"{name}.json", parsed=parsed)
+
+
+def event_log(steps=2, prompts=("p1", "p2"), group_size=4, start_seq=0, start_step=1):
+    """A trainer-shaped event log (DESIGN §4.2) for ingestion tests."""
+    events, seq, t = [], start_seq, 1_700_000_000.0
+
+    def add(**e):
+        nonlocal seq, t
+        events.append({"seq": seq, "time": t, **e})
+        seq += 1
+        t += 0.5
+
+    if start_seq == 0:
+        add(type="status", state="running", message="")
+    for step in range(start_step, start_step + steps):
+        for pid in prompts:
+            rollouts = [
+                {
+                    "index": i,
+                    "text": f"{i} + 1 = {i + 1}. The answer is \\boxed{{{5 if i % 2 else 6}}}.",
+                    "answer": "5" if i % 2 else "6",
+                    "valid": True,
+                    "in_majority": bool(i % 2),
+                    "reward": 1.0 if i % 2 else 0.0,
+                    "advantage": 0.87 if i % 2 else -0.87,
+                    "length": 20 + i,
+                    "used_for_training": i < group_size // 2,
+                    "entropy": 0.5,
+                    "extra": {},
+                }
+                for i in range(group_size)
+            ]
+            add(type="group", step=step, prompt_id=pid, majority_answer="5", similarity=None, rollouts=rollouts)
+        add(type="metrics", step=step, values={"entropy": 1.0 / step, "response_length/mean": 20.0 + step,
+                                                 "reward/mean": 0.5, "majority_ratio": 0.5, "label_accuracy": 0.5})
+    add(type="checkpoint", step=start_step + steps - 1, path=f"checkpoints/step-{start_step + steps - 1}")
+    add(type="status", state="succeeded", message="")
+    return events

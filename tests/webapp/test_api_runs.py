@@ -1,0 +1,117 @@
+import pytest
+
+from tests.factories import event_log, make_prompt_set
+from webapp.runs.models import Run
+from workers.ingest import ingest_events
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def prompt_set(user):
+    return make_prompt_set(user)
+
+
+@pytest.fixture
+def no_enqueue(monkeypatch):
+    """These tests check the API's validation and reads; the Celery round trip is
+    covered by tests/e2e with a real worker."""
+    sent = []
+    monkeypatch.setattr("workers.tasks.train_run.apply_async", lambda args, queue: sent.append((args, queue)))
+    return sent
+
+
+def post_run(client, **body):
+    return client.post("/api/runs", body, content_type="application/json")
+
+
+def test_it_lists_methods_with_their_defaults(api_client):
+    methods = {m["name"]: m for m in api_client.get("/api/methods").json()["methods"]}
+    ttrl = {hp["name"]: hp for hp in methods["ttrl"]["hyperparameters"]}
+    assert ttrl["n_votes"]["default"] == 64 and ttrl["n_train"]["default"] == 32
+
+
+def test_it_queues_a_run_with_the_papers_defaults(api_client, prompt_set, no_enqueue, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        response = post_run(api_client, name="first", method="ttrl", prompt_set=prompt_set.pk, max_steps=2)
+    assert response.status_code == 201, response.content
+    run = response.json()
+    assert run["state"] == "queued" and run["queue"].endswith("cpu")
+    assert run["hyperparameters"]["n_votes"] == 64
+    assert no_enqueue == [([run["id"]], run["queue"])]
+
+
+def test_it_rejects_an_unknown_method(api_client, prompt_set, no_enqueue):
+    response = post_run(api_client, name="x", method="nope", prompt_set=prompt_set.pk)
+    assert response.status_code == 400 and response.json()["field"] == "method"
+    assert "nope" in response.json()["error"]
+    assert not Run.objects.exists()
+
+
+def test_it_rejects_an_out_of_range_hyperparameter_naming_it(api_client, prompt_set, no_enqueue):
+    response = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, hyperparameters={"temperature": -1})
+    assert response.status_code == 400 and response.json()["field"] == "temperature"
+    assert not Run.objects.exists()
+
+
+def test_it_rejects_more_trained_than_voted_rollouts(api_client, prompt_set, no_enqueue):
+    response = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, hyperparameters={"n_votes": 4, "n_train": 8})
+    assert response.status_code == 400 and "n_train" in response.json()["error"]
+
+
+def test_it_rejects_a_missing_prompt_set(api_client, no_enqueue):
+    response = post_run(api_client, name="x", method="ttrl", prompt_set=999)
+    assert response.status_code == 400 and response.json()["field"] == "prompt_set"
+
+
+def test_it_rejects_a_body_that_is_not_json(api_client):
+    response = api_client.post("/api/runs", "{oops", content_type="application/json")
+    assert response.status_code == 400 and "JSON" in response.json()["error"]
+
+
+def test_it_cancels_a_queued_run_at_once(api_client, prompt_set, no_enqueue):
+    run_id = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk).json()["id"]
+    response = api_client.post(f"/api/runs/{run_id}/cancel")
+    assert response.status_code == 200 and response.json()["state"] == "cancelled"
+
+
+def test_it_refuses_to_resume_a_run_without_a_checkpoint(api_client, prompt_set, no_enqueue):
+    run_id = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk).json()["id"]
+    api_client.post(f"/api/runs/{run_id}/cancel")
+    response = api_client.post(f"/api/runs/{run_id}/resume")
+    assert response.status_code == 409 and "checkpoint" in response.json()["error"]
+
+
+def test_it_clones_a_run_with_the_same_settings(api_client, prompt_set, no_enqueue):
+    original = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, hyperparameters={"n_votes": 8, "n_train": 4}).json()
+    clone = api_client.post(f"/api/runs/{original['id']}/clone").json()
+    assert clone["id"] != original["id"] and clone["cloned_from"] == original["id"]
+    assert clone["hyperparameters"] == original["hyperparameters"]
+
+
+def test_it_serves_metrics_rollouts_and_groups_of_an_ingested_run(api_client, prompt_set, no_enqueue):
+    run = Run.objects.get(pk=post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk).json()["id"])
+    ingest_events(run, event_log(steps=2))
+    metrics = api_client.get(f"/api/runs/{run.pk}/metrics?names=entropy,reward/mean").json()["metrics"]
+    assert set(metrics) == {"entropy", "reward/mean"} and metrics["entropy"]["steps"] == [1, 2]
+
+    rollouts = api_client.get(f"/api/runs/{run.pk}/rollouts?step=1").json()
+    assert rollouts["steps"] == [1, 2] and [g["prompt_id"] for g in rollouts["groups"]] == ["p1", "p2"]
+    assert rollouts["groups"][0]["rollouts"][1]["in_majority"] is True
+    latest = api_client.get(f"/api/runs/{run.pk}/rollouts?prompt=p2").json()
+    assert latest["step"] == 2 and [g["prompt_id"] for g in latest["groups"]] == ["p2"]
+
+    group = api_client.get(f"/api/runs/{run.pk}/groups/2/p1").json()
+    assert group["majority_answer"] == "5" and len(group["rollouts"]) == 4 and "text" in group["rollouts"][0]
+    assert api_client.get(f"/api/runs/{run.pk}/groups/9/p1").status_code == 404
+
+
+def test_it_answers_404_for_an_unknown_run(api_client):
+    assert api_client.get("/api/runs/12345").status_code == 404
+    assert api_client.post("/api/runs/12345/cancel").status_code == 404
+
+
+def test_it_rejects_a_step_that_is_not_a_number(api_client, prompt_set, no_enqueue):
+    run_id = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk).json()["id"]
+    response = api_client.get(f"/api/runs/{run_id}/rollouts?step=abc")
+    assert response.status_code == 400 and response.json()["field"] == "step"

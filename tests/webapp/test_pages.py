@@ -1,0 +1,83 @@
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from tests.factories import event_log, make_prompt_set
+from webapp.prompts.models import PromptSet
+from webapp.runs.models import Run
+from webapp.runs.templatetags.rollout_text import highlight_boxed
+from workers.ingest import ingest_events
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def signed_in(client, user):
+    client.force_login(user)
+    return client
+
+
+def test_pages_send_anonymous_visitors_to_sign_in(client):
+    response = client.get("/")
+    assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+
+
+def test_an_upload_error_names_the_line_and_saves_nothing(signed_in):
+    bad = b'{"prompt": "ok"}\n{"prompt": "ok2"}\n{"prompt": }\n'
+    response = signed_in.post("/prompt-sets/", {"name": "bad", "file": SimpleUploadedFile("bad.jsonl", bad)})
+    assert response.status_code == 400
+    assert "line 3" in response.content.decode()
+    assert not PromptSet.objects.exists()
+
+
+def test_the_prompt_set_page_shows_rows_labels_and_a_preview(signed_in, user):
+    prompt_set = make_prompt_set(user)
+    page = signed_in.get(f"/prompt-sets/{prompt_set.pk}/").content.decode()
+    assert 'id="row-count">2<' in page and 'id="has-labels">yes<' in page and "What is 2 + 3?" in page
+
+
+def test_the_run_form_offers_every_method_with_paper_defaults(signed_in, user):
+    make_prompt_set(user)
+    page = signed_in.get("/runs/new/").content.decode()
+    assert 'name="hp-ttrl-n_votes" value="64"' in page
+
+
+def test_the_run_form_shows_a_validation_error(signed_in, user):
+    prompt_set = make_prompt_set(user)
+    response = signed_in.post(
+        "/runs/new/", {"name": "x", "prompt_set": prompt_set.pk, "method": "ttrl", "max_steps": "2", "hp-ttrl-temperature": "-3"}
+    )
+    assert response.status_code == 400 and "temperature" in response.content.decode()
+    assert not Run.objects.exists()
+
+
+def test_the_rollout_page_escapes_model_output_and_highlights_boxed(signed_in, user):
+    prompt_set = make_prompt_set(user)
+    run = Run.objects.create(name="r", method="ttrl", prompt_set=prompt_set, max_steps=1, created_by=user)
+    events = event_log(steps=1)
+    events[1]["rollouts"][0]["text"] = "<script>alert(1)</script> so \\boxed{<b>6</b>}"
+    ingest_events(run, events)
+    page = signed_in.get(f"/runs/{run.pk}/rollouts/?step=1").content.decode()
+    assert "<script>alert(1)</script>" not in page
+    assert '&lt;script&gt;alert(1)&lt;/script&gt; so <mark class="boxed">\\boxed{&lt;b&gt;6&lt;/b&gt;}</mark>' in page
+
+
+def test_the_run_page_embeds_the_stored_metrics(signed_in, user):
+    prompt_set = make_prompt_set(user)
+    run = Run.objects.create(name="r", method="ttrl", prompt_set=prompt_set, max_steps=2, created_by=user)
+    ingest_events(run, event_log(steps=2))
+    page = signed_in.get(f"/runs/{run.pk}/").content.decode()
+    assert 'id="run-initial"' in page and "response_length/mean" in page
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("no answer", "no answer"),
+        ("\\boxed{\\frac{1}{2}}", '<mark class="boxed">\\boxed{\\frac{1}{2}}</mark>'),
+        ("a \\boxed {3} b \\fbox{4}", 'a <mark class="boxed">\\boxed {3}</mark> b <mark class="boxed">\\fbox{4}</mark>'),
+        ("\\boxed{unclosed", "\\boxed{unclosed"),
+        ("x < y \\boxed{&}", 'x &lt; y <mark class="boxed">\\boxed{&amp;}</mark>'),
+    ],
+)
+def test_highlight_boxed_marks_balanced_boxes_after_escaping(text, expected):
+    assert highlight_boxed(text) == expected

@@ -1,0 +1,83 @@
+import json
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+
+from tests.factories import event_log, make_prompt_set
+from webapp.runs.models import Group, MetricPoint, Rollout, Run, RunEvent
+from workers.ingest import EventTail, ingest_events
+from workers.live import run_group_name
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def run(user):
+    return Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(user), max_steps=2, created_by=user)
+
+
+def snapshot(run):
+    return (
+        list(RunEvent.objects.filter(run=run).values_list("seq", "type", "step", "payload")),
+        list(MetricPoint.objects.filter(run=run).values_list("seq", "step", "name", "value")),
+        list(Group.objects.filter(run=run).values_list("seq", "step", "prompt_id", "majority_answer")),
+        list(Rollout.objects.filter(group__run=run).values_list("group__seq", "index", "text", "reward", "advantage")),
+    )
+
+
+def test_replaying_the_same_log_twice_yields_identical_rows(run):
+    events = event_log()
+    assert ingest_events(run, events) == len(events)
+    first = snapshot(run)
+    assert ingest_events(run, events) == 0
+    assert snapshot(run) == first
+    assert len(first[3]) == 2 * 2 * 4  # steps × prompts × rollouts
+
+
+def test_a_restarted_reader_skips_what_was_ingested_and_adds_the_rest(run):
+    events = event_log(steps=3)
+    ingest_events(run, events[:5])
+    ingest_events(run, events)  # a restarted supervisor reads the log from the start
+    assert list(RunEvent.objects.filter(run=run).values_list("seq", flat=True)) == [e["seq"] for e in events]
+    run.refresh_from_db()
+    assert run.last_seq == events[-1]["seq"] and run.last_step == 3
+
+
+def test_it_stores_metrics_by_name_and_step(run):
+    ingest_events(run, event_log())
+    entropy = list(MetricPoint.objects.filter(run=run, name="entropy").values_list("step", "value"))
+    assert entropy == [(1, 1.0), (2, 0.5)]
+
+
+def test_it_stores_a_diverged_loss_as_missing_rather_than_failing(run):
+    events = [{"seq": 0, "time": 1.0, "type": "metrics", "step": 1, "values": {"loss": float("nan")}}]
+    ingest_events(run, events)
+    assert MetricPoint.objects.get(run=run, name="loss").value is None
+
+
+def test_it_pushes_each_new_event_to_the_runs_channel_group(run):
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(run_group_name(run.pk), channel)
+    ingest_events(run, event_log(steps=1))
+    message = async_to_sync(layer.receive)(channel)
+    kinds = [m["type"] for m in message["messages"]]
+    assert kinds == ["status", "group", "group", "metrics", "status"]
+    assert message["messages"][3]["values"]["entropy"] == 1.0
+
+
+def test_the_tail_leaves_a_half_written_line_for_the_next_read(tmp_path):
+    path = tmp_path / "events.jsonl"
+    first, second = event_log(steps=1)[:2]
+    path.write_text(json.dumps(first) + "\n" + json.dumps(second)[:10])
+    tail = EventTail(path)
+    assert [e["seq"] for e in tail.read_new()] == [0]
+    with open(path, "a") as f:
+        f.write(json.dumps(second)[10:] + "\n")
+    assert [e["seq"] for e in tail.read_new()] == [1]
+    assert tail.read_new() == []
+
+
+def test_the_tail_of_a_missing_log_is_empty(tmp_path):
+    assert EventTail(tmp_path / "events.jsonl").read_new() == []

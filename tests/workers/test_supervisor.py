@@ -1,0 +1,49 @@
+"""The supervisor in-process, with the real trainer as its child."""
+import pytest
+
+from tests.factories import make_prompt_set
+from webapp.runs.models import Run
+from workers.supervisor import supervise
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def make_run(user, **fields):
+    defaults = dict(name="r", method="ttrl", max_steps=1, created_by=user,
+                    hyperparameters={"n_votes": 8, "n_train": 4, "prompts_per_step": 2, "max_completion_length": 32})
+    return Run.objects.create(prompt_set=make_prompt_set(user), **{**defaults, **fields})
+
+
+def test_a_trainer_that_refuses_its_config_fails_the_run_with_its_message(user, tmp_path):
+    run = make_run(user, model=str(tmp_path / "no-such-model"))
+    assert supervise(run.pk) == Run.FAILED
+    run.refresh_from_db()
+    assert run.exit_code not in (0, None)
+    assert "no-such-model" in run.message
+    assert run.finished_at is not None
+
+
+def test_it_does_nothing_for_a_run_that_is_not_queued(user):
+    run = make_run(user, state=Run.SUCCEEDED)
+    assert supervise(run.pk) is None
+    run.refresh_from_db()
+    assert run.state == Run.SUCCEEDED
+
+
+def test_a_run_cancelled_before_a_worker_took_it_never_starts(user):
+    run = make_run(user, cancel_requested=True)
+    assert supervise(run.pk) is None
+    run.refresh_from_db()
+    assert run.state == Run.CANCELLED and not run.run_dir.exists()
+
+
+def test_it_writes_the_prompts_with_held_out_labels_and_the_trainer_config(user, tmp_path):
+    import json
+
+    from workers.supervisor import _prepare_run_dir
+
+    run = make_run(user)
+    config = json.loads(_prepare_run_dir(run).read_text())
+    assert config["method"] == "ttrl" and config["max_steps"] == 1 and config["model"] == "default"
+    rows = [json.loads(line) for line in open(config["prompts"])]
+    assert rows == [{"id": "p1", "prompt": "What is 2 + 3?", "label": "5"}, {"id": "p2", "prompt": "What is 7 - 4?", "label": "3"}]
