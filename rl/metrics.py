@@ -1,0 +1,78 @@
+"""Evaluation metrics (pass@k, maj@k, mean@k) and the label-free health signals of
+DESIGN §5 (majority_ratio, unique_answers, similarity/mean)."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from rl.answers import answers_equal, majority_vote, normalize_answer
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c are correct.
+
+    # Codex (Chen et al. 2021) Eq. (1): pass@k = 1 − C(n−c, k) / C(n, k)
+    Computed as a product so that large n does not overflow.
+    """
+    if not 0 <= c <= n:
+        raise ValueError(f"need 0 <= c <= n, got n={n}, c={c}")
+    if not 1 <= k <= n:
+        raise ValueError(f"need 1 <= k <= n, got n={n}, k={k}")
+    if n - c < k:
+        return 1.0  # every k-subset contains a correct sample
+    # C(n−c, k)/C(n, k) = Π_{i=n−c+1}^{n} (1 − k/i)
+    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1, dtype=np.float64)))
+
+
+def _first_k(answers: Sequence[str | None], k: int) -> Sequence[str | None]:
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if len(answers) < k:
+        raise ValueError(f"need at least k={k} answers, got {len(answers)}")
+    return answers[:k]
+
+
+def maj_at_k(answers: Sequence[str | None], label: str | None, k: int) -> float:
+    """1.0 when the majority vote over the first k answers equals the label, else 0.0."""
+    majority = majority_vote(_first_k(answers, k))
+    return 1.0 if majority is not None and answers_equal(majority, label) else 0.0
+
+
+def mean_at_k(answers: Sequence[str | None], label: str | None, k: int) -> float:
+    """Share of the first k answers that equal the label (mean accuracy over k samples)."""
+    first = _first_k(answers, k)
+    return sum(answers_equal(answer, label) for answer in first) / k
+
+
+def majority_ratio(answers: Sequence[str | None], majority: str | None = None) -> float:
+    """Share of all answers (None included in the count) equivalent to the majority answer.
+
+    1.0 means the group has collapsed onto one answer. 0.0 for an empty group or when
+    every answer is None.
+    """
+    if not answers:
+        return 0.0
+    if majority is None:
+        majority = majority_vote(answers)
+    if majority is None:
+        return 0.0
+    return sum(answers_equal(answer, majority) for answer in answers) / len(answers)
+
+
+def unique_answers(answers: Sequence[str | None]) -> int:
+    """Number of distinct non-None answers (compared as normalised strings)."""
+    return len({normalize_answer(answer) for answer in answers if answer is not None})
+
+
+def similarity_mean(similarity: np.ndarray | Sequence[Sequence[float]] | None) -> float | None:
+    """Mean off-diagonal entry of a G×G similarity matrix; None when G < 2 or no matrix."""
+    if similarity is None:
+        return None
+    matrix = np.asarray(similarity, dtype=np.float64)
+    g = matrix.shape[0]
+    if g < 2:
+        return None
+    off_diagonal = matrix.sum() - np.trace(matrix)
+    return float(off_diagonal / (g * (g - 1)))

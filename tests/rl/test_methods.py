@@ -1,0 +1,78 @@
+import json
+
+import pytest
+
+from rl.methods import METHODS, HyperparameterError, get_method, validate_hyperparameters
+
+ALL_METHODS = ["ttrl", "evol_rl", "compass", "darl", "rlpr", "r_zero", "em_token", "em_sequence", "self_consistency", "rlvr"]
+
+
+def test_every_method_is_registered():
+    assert sorted(METHODS) == sorted(ALL_METHODS)
+
+
+@pytest.mark.parametrize("name", ALL_METHODS)
+def test_every_schema_is_json_and_its_defaults_validate(name):
+    method = get_method(name)
+    data = json.loads(json.dumps(method.to_json()))
+    assert data["name"] == name
+    assert {"title", "paper", "needs_references", "label_free", "hyperparameters"} <= set(data)
+    assert validate_hyperparameters(name, {}) == {h["name"]: h["default"] for h in data["hyperparameters"]}
+
+
+def test_paper_defaults_are_used():
+    evol = validate_hyperparameters("evol_rl", {})
+    assert (evol["n_votes"], evol["n_train"], evol["temperature"], evol["eval_temperature"]) == (64, 32, 1.0, 0.6)
+    assert (evol["learning_rate"], evol["kl_coef"], evol["epsilon_high"], evol["entropy_coef"], evol["alpha"]) == (
+        5e-7, 0.001, 0.28, 0.003, 0.5)
+    darl = validate_hyperparameters("darl", {})
+    assert (darl["beta"], darl["gamma"], darl["tau"]) == (0.01, 10.0, None)
+    rzero = validate_hyperparameters("r_zero", {})
+    assert (rzero["solver_samples"], rzero["keep_low"], rzero["keep_high"], rzero["bleu_threshold"]) == (10, 3, 7, 0.5)
+
+
+def test_only_reference_methods_need_references():
+    assert {m.name for m in METHODS.values() if m.needs_references} == {"darl", "rlpr", "rlvr"}
+
+
+def test_strings_from_a_form_are_coerced():
+    values = validate_hyperparameters("evol_rl", {"n_votes": "16", "n_train": "8", "alpha": "0.25", "use_novelty": "false"})
+    assert values["n_votes"] == 16 and values["n_train"] == 8
+    assert values["alpha"] == 0.25 and values["use_novelty"] is False
+
+
+def test_tau_accepts_null_for_the_dynamic_threshold():
+    assert validate_hyperparameters("darl", {"tau": None})["tau"] is None
+    assert validate_hyperparameters("darl", {"tau": "0.05"})["tau"] == 0.05
+
+
+def test_an_unknown_method_names_the_valid_ones():
+    with pytest.raises(HyperparameterError) as error:
+        get_method("ppo")
+    assert error.value.field == "method"
+    assert "ttrl" in str(error.value)
+
+
+def test_an_unknown_hyperparameter_is_rejected():
+    with pytest.raises(HyperparameterError) as error:
+        validate_hyperparameters("ttrl", {"alpha": 0.5})
+    assert error.value.field == "alpha"
+
+
+@pytest.mark.parametrize("name, value", [("alpha", 1.5), ("n_votes", 0), ("n_votes", 2.5), ("n_votes", True), ("temperature", "hot"), ("alpha", float("nan"))])
+def test_a_bad_value_is_rejected_with_its_range(name, value):
+    with pytest.raises(HyperparameterError) as error:
+        validate_hyperparameters("evol_rl", {name: value})
+    assert error.value.field == name
+    assert name in str(error.value) and "[" in str(error.value)
+
+
+def test_alpha_out_of_range_names_the_range():
+    with pytest.raises(HyperparameterError, match=r"alpha=1\.5 .*\[0, 1\]"):
+        validate_hyperparameters("evol_rl", {"alpha": 1.5})
+
+
+def test_n_train_may_not_exceed_n_votes():
+    with pytest.raises(HyperparameterError) as error:
+        validate_hyperparameters("ttrl", {"n_votes": 8, "n_train": 16})
+    assert error.value.field == "n_train"
