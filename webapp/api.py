@@ -34,7 +34,10 @@ def api_view(methods):
 
 
 def json_body(request) -> dict:
-    """The request's JSON object; raises ValueError with a readable message."""
+    """The request's JSON object; raises ValueError with a readable message. A form
+    post (multipart or urlencoded) is read as its fields, so `curl -F` works too."""
+    if request.content_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
+        return request.POST.dict()
     if not request.body:
         return {}
     try:
