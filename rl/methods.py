@@ -230,7 +230,7 @@ _METHOD_LIST = [
         hyperparameters=_shared(epsilon_high=0.28, entropy_coef=0.003, max_completion_length=12288)
         + (
             _float("alpha", 0.5, "Novelty mixing: u = 1 − (α·mean similarity in own group + (1 − α)·max similarity).", 0.0, 1.0),
-            _bool("use_novelty", True, "Ablation: with false the reward is TTRL's majority reward mapped to ±1."),
+            _bool("use_novelty", True, "Ablation: with false every valid response gets the middle of its band (0.75 majority, −0.75 minority)."),
             _bool("use_entropy_bonus", True, "Ablation: with false entropy_coef is ignored (set to 0)."),
             _bool("use_clip_high", True, "Ablation: with false epsilon_high is ignored (symmetric clipping with epsilon)."),
         ),
