@@ -145,9 +145,17 @@ class _MathVerifyProcess:
         with self._lock:
             self._kill()
 
+    def forget_after_fork(self) -> None:
+        # A forked process (Celery prefork) must not share the parent's pipes, and the
+        # lock may have been held by a thread that does not exist here: start afresh.
+        self._lock = threading.Lock()
+        self._proc = None
+
 
 _verifier = _MathVerifyProcess()
 atexit.register(_verifier.close)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_verifier.forget_after_fork)
 
 
 @lru_cache(maxsize=65536)

@@ -2,6 +2,7 @@ import threading
 import time
 
 import pytest
+from hypothesis import given, strategies as st
 
 from rl.answers import answers_equal, extract_boxed, majority_vote, normalize_answer
 
@@ -84,3 +85,40 @@ class TestMajorityVote:
 
 def test_normalisation_removes_spacing_and_dollars():
     assert normalize_answer(r"$\left( 1, 2 \right)$.") == "(1,2)"
+
+
+def test_a_forked_process_gets_its_own_verifier():
+    import os
+
+    assert answers_equal("1/4", "0.25")  # the parent's child is running
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - runs in the fork
+        try:
+            ok = answers_equal("3/4", "0.75") and not answers_equal("3/4", "0.7")
+            os.write(write_end, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    _, status = os.waitpid(pid, 0)
+    assert os.read(read_end, 1) == b"1"
+    assert answers_equal("1/8", "0.125")  # the parent's verifier still answers correctly
+
+
+class TestProperties:
+    @given(st.text(alphabet="0123456789+-x{}^\\ ", max_size=20).filter(lambda s: s.count("{") == s.count("}")))
+    def test_boxed_content_without_braces_round_trips(self, content):
+        content = content.replace("{", "").replace("}", "").replace("\\", "")
+        assert extract_boxed("text \\boxed{" + content + "} end") == content.strip()
+
+    @given(st.lists(st.sampled_from(["1", "2", "3", None]), max_size=15))
+    def test_the_majority_has_the_most_votes_and_was_seen_first_among_ties(self, answers):
+        winner = majority_vote(answers)
+        counts = {a: answers.count(a) for a in answers if a is not None}
+        if not counts:
+            assert winner is None
+            return
+        best = max(counts.values())
+        assert counts[winner] == best
+        tied = [a for a in answers if a is not None and counts[a] == best]
+        assert winner == tied[0]
