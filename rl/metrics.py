@@ -76,3 +76,38 @@ def similarity_mean(similarity: np.ndarray | Sequence[Sequence[float]] | None) -
         return None
     off_diagonal = matrix.sum() - np.trace(matrix)
     return float(off_diagonal / (g * (g - 1)))
+
+
+def detect_collapse(
+    entropy: Sequence[float],
+    majority_ratio_history: Sequence[float],
+    window: int = 5,
+    entropy_drop: float = 0.1,
+    consensus: float = 0.95,
+) -> list[str]:
+    """Warnings that a label-free run is collapsing, from its per-step metric history.
+
+    EVOL-RL's training-dynamics analysis describes the failure: under a majority-only reward, policy entropy falls
+    towards zero and every rollout converges on one answer. Two signals, each averaged
+    over the last ``window`` steps so that one noisy step raises nothing:
+    - ``entropy`` fell below ``entropy_drop`` × its mean over the first ``window`` steps;
+    - ``majority_ratio`` stayed at or above ``consensus`` (all rollouts agree).
+    Returns human-readable messages, empty when the run looks healthy or is too short.
+    """
+    alerts = []
+    if len(entropy) >= 2 * window:
+        start = float(np.mean(entropy[:window]))
+        recent = float(np.mean(entropy[-window:]))
+        if start > 0 and recent < entropy_drop * start:
+            alerts.append(
+                f"entropy collapse: mean entropy of the last {window} steps is {recent:.3g}, "
+                f"below {entropy_drop:g} × its initial {start:.3g}"
+            )
+    if len(majority_ratio_history) >= window:
+        recent_ratio = float(np.mean(majority_ratio_history[-window:]))
+        if recent_ratio >= consensus:
+            alerts.append(
+                f"answer collapse: majority_ratio averaged {recent_ratio:.3f} over the last {window} steps "
+                f"(>= {consensus:g}); rollouts no longer disagree"
+            )
+    return alerts

@@ -55,3 +55,24 @@ def test_similarity_mean_averages_the_off_diagonal():
     sim = np.array([[1.0, 0.2, 0.4], [0.2, 1.0, 0.6], [0.4, 0.6, 1.0]])
     assert similarity_mean(sim) == pytest.approx(0.4)
     assert similarity_mean([[1.0]]) is None
+
+
+def test_a_healthy_run_raises_no_collapse_alert():
+    from rl.metrics import detect_collapse
+
+    assert detect_collapse([1.0] * 10, [0.6] * 10) == []
+    assert detect_collapse([1.0, 0.0], [1.0]) == []  # too short to judge
+
+
+def test_entropy_falling_to_a_tenth_raises_an_alert():
+    from rl.metrics import detect_collapse
+
+    alerts = detect_collapse([1.0] * 5 + [0.05] * 5, [0.5] * 10)
+    assert len(alerts) == 1 and alerts[0].startswith("entropy collapse")
+
+
+def test_unanimous_rollouts_raise_an_alert():
+    from rl.metrics import detect_collapse
+
+    alerts = detect_collapse([1.0] * 10, [0.7] * 5 + [1.0] * 5)
+    assert len(alerts) == 1 and alerts[0].startswith("answer collapse")
