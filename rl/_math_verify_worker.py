@@ -38,6 +38,12 @@ def main() -> None:
     logging.disable(logging.CRITICAL)  # math-verify warns about disabled timeouts
     from math_verify import parse, verify
 
+    # Warm up (imports SymPy's parser) before saying ready, so that the parent's
+    # per-comparison time limit never has to cover our start-up.
+    verify(parse("\\boxed{1/2}", parsing_timeout=None), parse("\\boxed{0.5}", parsing_timeout=None), timeout_seconds=None)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+
     for line in sys.stdin:
         try:
             a, b = json.loads(line)

@@ -17,11 +17,13 @@ import select
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from functools import lru_cache
 from typing import Iterable, Sequence
 
 DEFAULT_TIMEOUT_S = 3.0
+STARTUP_TIMEOUT_S = 60.0
 # Longer answers are compared as strings: no real answer is this long, and
 # parsing kilobytes of LaTeX is where math-verify gets slow.
 MAX_VERIFY_CHARS = 500
@@ -87,10 +89,11 @@ class _MathVerifyProcess:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
+        self._retry_after = 0.0
 
     def _start(self) -> subprocess.Popen:
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_math_verify_worker.py")
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-u", script, str(os.getpid())],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -98,6 +101,14 @@ class _MathVerifyProcess:
             text=True,
             bufsize=1,
         )
+        # Start-up (Python, math-verify, SymPy) is waited for here, with its own
+        # generous limit, so that it never eats into a comparison's time limit.
+        ready, _, _ = select.select([proc.stdout], [], [], STARTUP_TIMEOUT_S)
+        if not ready or proc.stdout.readline().strip() != "ready":
+            proc.kill()
+            proc.wait()
+            raise OSError("the math-verify worker did not start")
+        return proc
 
     def _kill(self) -> None:
         if self._proc is not None:
@@ -114,9 +125,12 @@ class _MathVerifyProcess:
             for _attempt in range(2):  # a dead child is restarted once
                 if self._proc is None or self._proc.poll() is not None:
                     self._kill()
+                    if time.monotonic() < self._retry_after:
+                        return None  # the worker failed to start recently: strings decide
                     try:
                         self._proc = self._start()
                     except OSError:
+                        self._retry_after = time.monotonic() + STARTUP_TIMEOUT_S
                         return None
                 proc = self._proc
                 try:
@@ -125,7 +139,6 @@ class _MathVerifyProcess:
                 except (BrokenPipeError, OSError, ValueError):
                     self._kill()
                     continue
-                # The first call also pays for the child's start (well under a second).
                 ready, _, _ = select.select([proc.stdout], [], [], timeout_s)
                 if not ready:
                     self._kill()  # stuck in SymPy: the only cure is a new process
@@ -150,6 +163,7 @@ class _MathVerifyProcess:
         # lock may have been held by a thread that does not exist here: start afresh.
         self._lock = threading.Lock()
         self._proc = None
+        self._retry_after = 0.0
 
 
 _verifier = _MathVerifyProcess()
