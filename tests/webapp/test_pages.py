@@ -81,3 +81,14 @@ def test_the_run_page_embeds_the_stored_metrics(signed_in, user):
 )
 def test_highlight_boxed_marks_balanced_boxes_after_escaping(text, expected):
     assert highlight_boxed(text) == expected
+
+
+def test_the_rollout_page_draws_a_heatmap_when_the_group_has_a_similarity_matrix(signed_in, user):
+    prompt_set = make_prompt_set(user)
+    run = Run.objects.create(name="r", method="evol_rl", prompt_set=prompt_set, max_steps=1, created_by=user)
+    events = event_log(steps=1, group_size=2)
+    events[1]["similarity"] = [[1.0, 0.25], [0.25, 1.0]]
+    ingest_events(run, events)
+    page = signed_in.get(f"/runs/{run.pk}/rollouts/?step=1").content.decode()
+    assert 'id="heatmap-1"' in page and '<script id="heatmap-1-data" type="application/json">[[1.0, 0.25], [0.25, 1.0]]</script>' in page
+    assert 'id="heatmap-2"' not in page  # the second group has no matrix

@@ -100,7 +100,10 @@ def run_rollouts(request, pk):
     step, groups = groups_at(run, step, request.GET.get("prompt") or None)
     labels = dict(run.prompt_set.prompts.values_list("external_id", "label")) if run.prompt_set.has_labels else {}
     prompts = dict(run.prompt_set.prompts.values_list("external_id", "text"))
-    rows = [{"group": g, "prompt": prompts.get(g.prompt_id, ""), "label": labels.get(g.prompt_id)} for g in groups]
+    rows = [
+        {"group": g, "prompt": prompts.get(g.prompt_id, ""), "label": labels.get(g.prompt_id), "heatmap_id": f"heatmap-{n}-data"}
+        for n, g in enumerate(groups, 1)
+    ]
     return render(request, "runs/rollouts.html", {"run": run, "step": step, "steps": group_steps(run), "rows": rows})
 
 
