@@ -131,7 +131,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=DEFAULT_POLICY_DIR)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=900)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--d-model", type=int, default=128)
@@ -139,6 +139,7 @@ def main(argv=None) -> int:
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--heldout", type=int, default=256)
     parser.add_argument("--eval-samples", type=int, default=4)
+    parser.add_argument("--probe-every", type=int, default=0, help="print a quick held-out pass@1 every N steps (tuning)")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(2)
@@ -172,6 +173,10 @@ def main(argv=None) -> int:
         optimizer.zero_grad(set_to_none=True)
         if step % 25 == 0 or step == args.steps - 1:
             print(f"step {step:4d}  loss {loss.item():.4f}  {time.time() - started:.0f}s", flush=True)
+        if args.probe_every and (step + 1) % args.probe_every == 0:
+            probe = evaluate(model, tokenizer, heldout[:64], samples=2, seed=args.seed)
+            print(f"  probe: pass@1 {probe['pass@1_temperature_1.0']}  greedy {probe['greedy_accuracy']}", flush=True)
+            model.train()
     train_seconds = time.time() - started
 
     result = evaluate(model, tokenizer, heldout, args.eval_samples, seed=args.seed)

@@ -1,0 +1,80 @@
+"""Synthetic arithmetic word problems for the small default policy.
+
+Each problem is a short story with one or two operations (+, -, small *). Its
+completion shows the working and ends in `\\boxed{N}`, the format every answer
+extractor in `rl.answers` understands. The generator is a pure function of its
+seed, so the default policy, its held-out set and the tests are reproducible.
+"""
+
+from __future__ import annotations
+
+import random
+
+NAMES = ["Sam", "Ana", "Ben", "Mia", "Leo", "Zoe", "Tom", "Ivy", "Max", "Eva", "Kai", "Lily"]
+FRIENDS = ["a friend", "a neighbour", "the teacher", "a cousin", "a classmate"]
+OBJECTS = ["apples", "books", "coins", "cards", "stamps", "pencils", "shells", "marbles"]
+
+# One template per story shape: (operation, prompt text). Placeholders: name, friend, obj, a, b, c.
+TEMPLATES = [
+    ("add", "{name} has {a} {obj} and buys {b} more. How many {obj} does {name} have now?"),
+    ("add", "{name} found {a} {obj} on Monday and {b} {obj} on Tuesday. How many {obj} did {name} find in total?"),
+    ("add", "A box holds {a} {obj}. {name} puts in {b} more. How many {obj} are in the box?"),
+    ("sub", "{name} had {a} {obj} and gave {b} to {friend}. How many {obj} does {name} have left?"),
+    ("sub", "There are {a} {obj} on the table. {name} takes {b} of them. How many {obj} are left?"),
+    ("mul", "{name} buys {a} bags with {b} {obj} in each bag. How many {obj} does {name} buy?"),
+    ("add_sub", "{name} has {a} {obj}, gets {b} more and then loses {c}. How many {obj} does {name} have now?"),
+]
+
+
+def _numbers(op: str, rng: random.Random) -> tuple[int, int, int]:
+    """Operands sized so a tiny model gets some, not all, of them right."""
+    if op == "add":
+        return rng.randint(10, 99), rng.randint(10, 99), 0
+    if op == "sub":
+        a = rng.randint(20, 99)
+        return a, rng.randint(1, a - 1), 0
+    if op == "mul":
+        return rng.randint(2, 9), rng.randint(2, 12), 0
+    a, b = rng.randint(10, 60), rng.randint(10, 39)
+    return a, b, rng.randint(1, a + b - 1)
+
+
+def _working(op: str, a: int, b: int, c: int) -> tuple[str, int]:
+    """The reasoning line shown in the completion, and the answer it reaches."""
+    if op == "add":
+        return f"{a} + {b} = {a + b}.", a + b
+    if op == "sub":
+        return f"{a} - {b} = {a - b}.", a - b
+    if op == "mul":
+        return f"{a} * {b} = {a * b}.", a * b
+    s = a + b
+    return f"{a} + {b} = {s}. {s} - {c} = {s - c}.", s - c
+
+
+def make_problem(rng: random.Random) -> dict:
+    """One random problem: {prompt, completion, answer} (answer as a string)."""
+    op, template = rng.choice(TEMPLATES)
+    a, b, c = _numbers(op, rng)
+    prompt = template.format(name=rng.choice(NAMES), friend=rng.choice(FRIENDS),
+                             obj=rng.choice(OBJECTS), a=a, b=b, c=c)
+    working, answer = _working(op, a, b, c)
+    completion = f" {working} The answer is \\boxed{{{answer}}}."
+    return {"prompt": prompt, "completion": completion, "answer": str(answer)}
+
+
+def synthetic_problems(n: int, seed: int = 0, exclude: set[str] | None = None) -> list[dict]:
+    """`n` distinct problems `{id, prompt, answer, completion}`, deterministic in `seed`.
+
+    `exclude` holds prompts that must not appear (the held-out set, when drawing
+    training data).
+    """
+    rng = random.Random(seed)
+    seen = set(exclude or ())
+    problems = []
+    while len(problems) < n:
+        problem = make_problem(rng)
+        if problem["prompt"] in seen:
+            continue
+        seen.add(problem["prompt"])
+        problems.append({"id": f"arith-{seed}-{len(problems)}", **problem})
+    return problems

@@ -1,0 +1,55 @@
+"""Where the small default policy lives, and how a config's "model" becomes a path.
+
+`"model": "default"` (DESIGN section 4.1) is the character-level Llama trained by
+scripts/train_default_policy.py on synthetic arithmetic; anything else is a
+local Hugging Face model directory. Nothing here downloads from a hub.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rl.arithmetic import synthetic_problems  # noqa: F401  (re-exported for tests and the demo)
+
+ASSETS_DIR = Path(__file__).resolve().parent / "assets"
+DEFAULT_POLICY_DIR = ASSETS_DIR / "default_policy"
+SAMPLE_PATH = ASSETS_DIR / "arithmetic_sample.json"  # 64 held-out problems {prompt, answer, id}
+HELDOUT_SEED = 1000  # the default policy's held-out problems; training data excludes them
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+
+
+class ModelPathError(ValueError):
+    """The configured model is not a usable local model directory."""
+
+
+def resolve_model_path(model: str) -> Path:
+    """"default" -> the shipped policy; otherwise a directory with config.json and weights."""
+    path = DEFAULT_POLICY_DIR if model == "default" else Path(model).expanduser()
+    if model == "default" and not path.is_dir():
+        raise ModelPathError(f"model: the default policy is missing from {path} "
+                             "(scripts/train_default_policy.py writes it)")
+    if not path.is_dir():
+        raise ModelPathError(f"model: {model!r} is not a directory (use \"default\" or a local model path)")
+    if not (path / "config.json").is_file():
+        raise ModelPathError(f"model: {str(path)!r} has no config.json")
+    if not any((path / name).is_file() for name in WEIGHT_FILES):
+        raise ModelPathError(f"model: {str(path)!r} has no weights (expected one of {', '.join(WEIGHT_FILES)})")
+    return path
+
+
+def heldout_problems(n: int = 256) -> list[dict]:
+    """The default policy's held-out problems (the first 64 are rl/assets/arithmetic_sample.json)."""
+    return synthetic_problems(n, seed=HELDOUT_SEED)
+
+
+def load_policy(model: str = "default"):
+    """(model, tokenizer) on CPU, offline, tokenizer left-padded for generation."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve_model_path(model)
+    tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    tokenizer.padding_side = "left"
+    policy = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
+    return policy, tokenizer
