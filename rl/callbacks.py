@@ -1,0 +1,180 @@
+"""Trainer callbacks that turn a TRL run into the event log of DESIGN section 4.2.
+
+- EventLogCallback: `group` events at the end of each step, one `metrics` event
+  per step with TRL's names mapped to DESIGN section 5, `checkpoint` events.
+- GracefulStop: SIGTERM/SIGINT set a flag; the step in progress finishes, a
+  checkpoint is saved and training stops (rl.train then writes `cancelled`).
+- PeriodicEval: `eval` events on the held-out prompt set every eval_every steps.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import torch
+from transformers import TrainerCallback
+
+from rl.answers import answers_equal, extract_boxed, majority_vote
+from rl.events import EventWriter
+from rl.metrics import maj_at_k, majority_ratio, pass_at_k, unique_answers
+
+# TRL 1.16's logged name -> DESIGN section 5 name. Names rl.trainer logs are already in DESIGN form.
+TRL_METRIC_NAMES = {
+    "entropy": "entropy",
+    "completions/mean_length": "response_length/mean",
+    "reward": "reward/mean",
+    "reward_std": "reward/std",
+    "kl": "kl",
+    "clip_ratio/low_mean": "clip_ratio/low",
+    "clip_ratio/high_mean": "clip_ratio/high",
+    "loss": "loss",
+    "grad_norm": "grad_norm",
+    "learning_rate": "learning_rate",
+}
+EVOLAB_METRIC_NAMES = ("majority_ratio", "unique_answers", "time/generation", "time/reward", "label_accuracy",
+                       "maj@16", "pass@1", "pass@16")
+
+
+def evolab_metrics(logs: dict) -> dict[str, float]:
+    """The DESIGN section 5 subset of one TRL log record, renamed."""
+    values = {new: logs[old] for old, new in TRL_METRIC_NAMES.items() if logs.get(old) is not None}
+    values.update({name: logs[name] for name in EVOLAB_METRIC_NAMES if logs.get(name) is not None})
+    values.update({name: v for name, v in logs.items() if "/" in name and name.split("/")[0] in _METHOD_PREFIXES
+                   and v is not None})
+    return values
+
+
+_METHOD_PREFIXES = ("evol_rl", "compass", "rzero", "darl", "rlpr", "ttrl")
+
+
+class EventLogCallback(TrainerCallback):
+    """Writes what LabelFreeGRPOTrainer recorded during a step to the event log."""
+
+    def __init__(self, events: EventWriter, run_dir: Path):
+        self.events = events
+        self.run_dir = Path(run_dir)
+        self.trainer = None  # set by rl.train once the trainer exists (callbacks are built first)
+        self._step_started: float | None = None
+        self._step_seconds: float | None = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._step_started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._step_started is not None:  # generation + loss + optimizer, unlike TRL's step_time
+            self._step_seconds = time.perf_counter() - self._step_started
+        if state.is_world_process_zero:
+            for group in self.trainer.pop_groups():
+                self.events.group(state.global_step, **group)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs or "train_runtime" in logs:
+            return  # the end-of-training summary is not a step
+        values = evolab_metrics(logs)
+        if self._step_seconds is not None:
+            values["time/step"] = self._step_seconds
+        if values:
+            self.events.metrics(state.global_step, values)
+            self.events.sync()  # flushed to disk at least once per step (DESIGN section 4.2)
+
+    def on_save(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            self.events.checkpoint(state.global_step, path.resolve())
+            self.events.sync()
+
+
+class GracefulStop(TrainerCallback):
+    """SIGTERM (the supervisor's cancel) and SIGINT: finish the step, checkpoint, stop."""
+
+    def __init__(self):
+        self.requested = False
+        self.signal_name: str | None = None
+
+    def install(self) -> None:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame) -> None:
+        # only a flag: interrupting a CUDA kernel or an optimizer step would leave a torn checkpoint
+        self.requested = True
+        self.signal_name = signal.Signals(signum).name
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.requested:
+            control.should_save = True
+            control.should_training_stop = True
+        return control
+
+
+class PeriodicEval(TrainerCallback):
+    """`eval` events: eval_samples completions per held-out prompt at eval_temperature."""
+
+    def __init__(self, events: EventWriter, prompts: list[dict], prompt_set: str, every: int, samples: int,
+                 temperature: float, top_p: float, max_new_tokens: int, batch_size: int = 64):
+        self.events = events
+        self.prompts = prompts
+        self.prompt_set = prompt_set
+        self.every = every
+        self.samples = samples
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_new_tokens = max_new_tokens
+        self.batch_size = batch_size
+        self.trainer = None  # set by rl.train
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step == 0:  # the starting point, to compare every later evaluation against
+            self.evaluate(state)
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if (self.every and state.global_step % self.every == 0) or state.global_step >= state.max_steps:
+            self.evaluate(state)
+
+    @torch.no_grad()
+    def evaluate(self, state) -> dict:
+        model, tokenizer = self.trainer.model, self.trainer.processing_class
+        was_training = model.training
+        model.eval()
+        try:
+            texts = self._sample([row["prompt"] for row in self.prompts])
+        finally:
+            model.train(was_training)
+        k = self.samples
+        per_prompt: dict[str, list[float]] = {}
+        lengths = []
+        for i, row in enumerate(self.prompts):
+            group = texts[i * k:(i + 1) * k]
+            answers = [extract_boxed(t) for t in group]
+            lengths += [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in group]
+            majority = majority_vote(answers)
+            values = {"majority_ratio": majority_ratio(answers, majority), "unique_answers": unique_answers(answers)}
+            label = row.get("label")
+            if label is not None:
+                correct = sum(answers_equal(a, label) for a in answers)
+                values["pass@1"] = pass_at_k(k, correct, 1)  # Codex Eq. (1) with k = 1: mean accuracy
+                values[f"pass@{k}"] = pass_at_k(k, correct, k)
+                values[f"maj@{k}"] = maj_at_k(answers, label, k)
+            for name, value in values.items():
+                per_prompt.setdefault(name, []).append(value)
+        summary = {name: sum(v) / len(v) for name, v in per_prompt.items()}
+        summary["response_length/mean"] = sum(lengths) / max(1, len(lengths))
+        if state.is_world_process_zero:
+            self.events.eval(state.global_step, self.prompt_set, summary)
+        return summary
+
+    def _sample(self, prompts: list[str]) -> list[str]:
+        model, tokenizer = self.trainer.model, self.trainer.processing_class
+        expanded = [p for p in prompts for _ in range(self.samples)]
+        sampling = ({"do_sample": True, "temperature": self.temperature, "top_p": self.top_p, "top_k": 0}
+                    if self.temperature > 0 else {"do_sample": False})
+        texts = []
+        for start in range(0, len(expanded), self.batch_size):
+            batch = tokenizer(expanded[start:start + self.batch_size], return_tensors="pt", padding=True,
+                              padding_side="left").to(model.device)
+            out = model.generate(**batch, max_new_tokens=self.max_new_tokens, pad_token_id=tokenizer.pad_token_id,
+                                 eos_token_id=tokenizer.eos_token_id, **sampling)
+            texts += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+        return texts

@@ -1,0 +1,289 @@
+"""`python -m rl.train --config CONFIG.json --out RUN_DIR [--resume]` (DESIGN section 4.1).
+
+Reads the run config, checks all of it before anything heavy is imported (a bad
+config fails in well under a second with one message naming the field), then
+trains with LabelFreeGRPOTrainer and appends events to RUN_DIR/events.jsonl.
+
+Exit status: 0 on success or on a graceful cancel (SIGTERM: the step in progress
+finishes, a checkpoint is written, `status: cancelled`); 2 for a bad config and
+1 for a failure during training, both after a `status: failed` event.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no code path downloads from a hub (DESIGN section 3)
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from rl.events import EventWriter  # noqa: E402
+from rl.methods import HyperparameterError, validate_hyperparameters  # noqa: E402
+from rl.policy import ModelPathError, resolve_model_path  # noqa: E402
+
+TRAINABLE_METHODS = ("ttrl",)  # the others are in the registry; the trainer learns them one by one
+CHECKPOINTS_DIR = "checkpoints"
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; `field` names the culprit (a top-level key or a hyperparameter)."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass
+class RunConfig:
+    method: str
+    model_path: Path
+    prompts: list[dict]
+    eval_prompts: list[dict] | None
+    eval_prompt_set: str | None
+    embedding_model: str | None
+    max_steps: int
+    seed: int
+    hyperparameters: dict
+
+
+# ---------------------------------------------------------------- config checks (no torch yet)
+
+
+def load_config(path: str | os.PathLike) -> RunConfig:
+    """The validated run config, or ConfigError naming the first thing wrong with it."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError("config", f"config file {str(path)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ConfigError("config", f"config file {str(path)!r} is not valid JSON: {e}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError("config", "the config must be a JSON object")
+    unknown = set(raw) - {"method", "model", "prompts", "eval_prompts", "embedding_model", "max_steps", "seed",
+                          "hyperparameters"}
+    if unknown:
+        raise ConfigError(sorted(unknown)[0], f"unknown config key(s): {', '.join(sorted(unknown))}")
+
+    method = raw.get("method")
+    values = raw.get("hyperparameters") or {}
+    if not isinstance(values, dict):
+        raise ConfigError("hyperparameters", "hyperparameters must be a JSON object of name -> value")
+    try:
+        hyperparameters = validate_hyperparameters(method, values)
+    except HyperparameterError as e:
+        raise ConfigError(e.field, str(e)) from None
+    if method not in TRAINABLE_METHODS:
+        raise ConfigError("method", f"method {method!r} is not implemented in the trainer yet "
+                                    f"(trainable now: {', '.join(TRAINABLE_METHODS)})")
+    if hyperparameters["n_votes"] < 2:  # GRPO needs a group to compute an advantage
+        raise ConfigError("n_votes", f"n_votes={hyperparameters['n_votes']} is invalid: GRPO needs at least 2 "
+                                     "rollouts per prompt")
+
+    max_steps = _integer(raw, "max_steps", minimum=1)
+    seed = _integer(raw, "seed", minimum=0, default=0)
+    try:
+        model_path = resolve_model_path(raw.get("model", "default"))
+    except ModelPathError as e:
+        raise ConfigError("model", str(e)) from None
+
+    prompts = read_prompts(raw.get("prompts"), "prompts")
+    if len(prompts) < hyperparameters["prompts_per_step"]:
+        raise ConfigError("prompts_per_step", f"prompts_per_step={hyperparameters['prompts_per_step']} is invalid: "
+                                              f"the prompt file has only {len(prompts)} prompt(s)")
+    eval_path = raw.get("eval_prompts")
+    eval_prompts = read_prompts(eval_path, "eval_prompts") if eval_path is not None else None
+
+    return RunConfig(method=method, model_path=model_path, prompts=prompts, eval_prompts=eval_prompts,
+                     eval_prompt_set=Path(eval_path).stem if eval_path is not None else None,
+                     embedding_model=raw.get("embedding_model"), max_steps=max_steps, seed=seed,
+                     hyperparameters=hyperparameters)
+
+
+def _integer(raw: dict, key: str, minimum: int, default: int | None = None) -> int:
+    value = raw.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(key, f"{key}={value!r} is invalid: expected an integer >= {minimum}")
+    return value
+
+
+def read_prompts(path, field: str) -> list[dict]:
+    """Rows {id, prompt, label?, reference?} from JSONL (or a JSON array); ids are strings."""
+    if not isinstance(path, str) or not path:
+        raise ConfigError(field, f"{field} must be the path of a JSONL prompt file, got {path!r}")
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(field, f"{field}: prompt file {path!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(field, f"{field}: cannot read prompt file {path!r}: {e}") from None
+    try:
+        if text.lstrip().startswith("["):
+            rows = list(enumerate(json.loads(text), start=1))
+        else:
+            rows = [(n, json.loads(line)) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+    except json.JSONDecodeError as e:
+        raise ConfigError(field, f"{field}: prompt file {path!r} is not JSONL: {e}") from None
+    if not rows:
+        raise ConfigError(field, f"{field}: prompt file {path!r} has no prompts")
+
+    prompts, seen = [], set()
+    for number, row in rows:
+        where = f"{field}: row {number} of {path!r}"
+        if not isinstance(row, dict):
+            raise ConfigError(field, f"{where} is not a JSON object")
+        prompt = row.get("prompt")
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise ConfigError(field, f"{where} has no non-empty string 'prompt'")
+        prompt_id = str(row.get("id", number))
+        if prompt_id in seen:
+            raise ConfigError(field, f"{where} repeats id {prompt_id!r}")
+        seen.add(prompt_id)
+        label = row.get("label", row.get("answer"))  # held out: monitoring only, never a reward input
+        prompts.append({"id": prompt_id, "prompt": prompt,
+                        "label": None if label is None else str(label),
+                        "reference": row.get("reference")})
+    return prompts
+
+
+# ---------------------------------------------------------------- training
+
+
+def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop):
+    """LabelFreeGRPOTrainer with the event callbacks, from a validated config."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
+    from trl import GRPOConfig
+
+    from rl.callbacks import EventLogCallback, PeriodicEval
+    from rl.trainer import LabelFreeGRPOTrainer
+
+    hp = config.hyperparameters
+    on_gpu = torch.cuda.is_available()
+    tokenizer = AutoTokenizer.from_pretrained(config.model_path, local_files_only=True)
+    tokenizer.padding_side = "left"  # TRL generates from left-padded prompts
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(config.model_path, local_files_only=True,
+                                                 dtype="auto" if on_gpu else torch.float32)
+
+    # Only the prompt and its id reach TRL: TRL hands every dataset column to the reward function,
+    # so the held-out label stays in the id -> label map given to the trainer's LabelMonitor.
+    dataset = Dataset.from_list([{"prompt": row["prompt"], "prompt_id": row["id"]} for row in config.prompts])
+    labels = {row["id"]: row["label"] for row in config.prompts if row["label"] is not None}
+
+    args = GRPOConfig(
+        output_dir=str(run_dir / CHECKPOINTS_DIR),
+        use_cpu=not on_gpu,
+        bf16=on_gpu and torch.cuda.is_bf16_supported(),
+        report_to="none",
+        disable_tqdm=True,
+        logging_steps=1,
+        max_steps=config.max_steps,
+        seed=config.seed,
+        data_seed=config.seed,
+        per_device_train_batch_size=hp["prompts_per_step"] * hp["n_votes"],  # one generation batch per step
+        gradient_accumulation_steps=1,
+        steps_per_generation=1,
+        num_generations=hp["n_votes"],  # TTRL: the vote is over all n_votes rollouts
+        temperature=hp["temperature"],
+        top_p=hp["top_p"],
+        max_completion_length=hp["max_completion_length"],
+        learning_rate=hp["learning_rate"],
+        lr_scheduler_type="constant",
+        beta=hp["kl_coef"],
+        epsilon=hp["epsilon"],
+        epsilon_high=hp["epsilon_high"],
+        entropy_coef=hp["entropy_coef"],
+        save_strategy="steps",
+        save_steps=hp["save_every"] or config.max_steps,  # 0: only the final checkpoint
+        disable_dropout=True,
+        dataloader_num_workers=0,
+    )
+    event_log = EventLogCallback(events, run_dir)
+    callbacks = [event_log, stop]
+    evaluator = None
+    if config.eval_prompts and hp["eval_every"] > 0:
+        evaluator = PeriodicEval(events, config.eval_prompts, config.eval_prompt_set, every=hp["eval_every"],
+                                 samples=hp["eval_samples"], temperature=hp["eval_temperature"], top_p=hp["top_p"],
+                                 max_new_tokens=hp["max_completion_length"])
+        callbacks.append(evaluator)
+    trainer = LabelFreeGRPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                                   callbacks=callbacks, method=config.method, n_train=hp["n_train"], labels=labels)
+    trainer.remove_callback(PrinterCallback)  # the event log is the record; keep stdout quiet
+    event_log.trainer = trainer
+    if evaluator is not None:
+        evaluator.trainer = trainer
+    return trainer
+
+
+def last_checkpoint(run_dir: Path) -> Path | None:
+    """The highest-step complete checkpoint under RUN_DIR/checkpoints."""
+    folders = [p for p in (run_dir / CHECKPOINTS_DIR).glob("checkpoint-*")
+               if p.name.split("-")[-1].isdigit() and (p / "trainer_state.json").exists()]
+    return max(folders, key=lambda p: int(p.name.split("-")[-1]), default=None)
+
+
+def train(config: RunConfig, run_dir: Path, events: EventWriter, resume: bool) -> str:
+    """Run training; returns the final state, `succeeded` or `cancelled`."""
+    from rl.callbacks import GracefulStop
+
+    stop = GracefulStop()
+    stop.install()  # early: a cancel while the model loads still ends cleanly
+    checkpoint = last_checkpoint(run_dir) if resume else None
+    if resume and checkpoint is None:
+        events.log("warning", "--resume found no checkpoint; starting from step 0 (events of earlier steps in "
+                              "this log are superseded)")
+    trainer = build_trainer(config, run_dir, events, stop)
+    if stop.requested:
+        return "cancelled"
+    if checkpoint is not None:
+        step = int(checkpoint.name.split("-")[-1])
+        events.status("running", f"resumed from {CHECKPOINTS_DIR}/{checkpoint.name} at step {step}")
+    else:
+        events.status("running", f"training {config.method} on {len(config.prompts)} prompts for "
+                                 f"{config.max_steps} steps")
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
+    return "cancelled" if stop.requested else "succeeded"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rl.train", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="run config JSON (DESIGN section 4.1)")
+    parser.add_argument("--out", required=True, help="run directory; events go to RUN_DIR/events.jsonl")
+    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in RUN_DIR")
+    args = parser.parse_args(argv)
+    run_dir = Path(args.out)
+
+    with EventWriter(run_dir) as events:
+        try:
+            config = load_config(args.config)
+        except ConfigError as e:
+            events.status("failed", f"invalid config: {e}")
+            print(f"rl.train: invalid config ({e.field}): {e}", file=sys.stderr)
+            return 2
+        except Exception as e:  # a config check that crashed is still a failed run, not a silent one
+            events.status("failed", f"could not read the config: {type(e).__name__}: {e}")
+            traceback.print_exc()
+            return 2
+        try:
+            state = train(config, run_dir, events, resume=args.resume)
+        except Exception as e:  # the message goes to the dashboard; the traceback to the log and stderr
+            trace = traceback.format_exc()
+            print(trace, file=sys.stderr)
+            events.log("error", trace[-4000:])
+            events.status("failed", f"{type(e).__name__}: {e}")
+            return 1
+        events.status(state, "cancelled: checkpoint written, resume to continue" if state == "cancelled" else "")
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,263 @@
+"""LabelFreeGRPOTrainer: TRL's GRPOTrainer with a label-free group reward.
+
+What it adds to TRL 1.16's GRPOTrainer, in the order a step runs:
+
+1. generation (TRL, timed as `time/generation`);
+2. the reward (timed as `time/reward`): each prompt's n_votes rollouts are scored
+   together by the method's group scorer (TTRL: agreement with the majority
+   answer), from the completions alone. The dataset handed to TRL holds only
+   `prompt` and `prompt_id`, because TRL passes every dataset column to reward
+   functions: held-out labels live in a separate `LabelMonitor`;
+3. n_train: only the first n_train rollouts of each group are trained on, with
+   the GRPO advantage normalised over them (TTRL, DESIGN section 6); the rest of
+   the batch is sliced away before the loss;
+4. the loss (TRL); the per-token entropies it computes are kept so each trained
+   rollout's `group` event can show its mean token entropy;
+5. what happened is left in `pending_groups` and TRL's metric buffer, for the
+   callbacks in rl/callbacks.py to write to the event log.
+
+Single process only for now: a group must not be split across processes, since
+the vote needs all of its answers.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+from trl import GRPOTrainer
+from trl.trainer.utils import nanstd
+
+from rl.answers import answers_equal, extract_boxed, majority_vote
+from rl.metrics import maj_at_k, majority_ratio, pass_at_k, unique_answers
+from rl.rewards.ttrl import ttrl_rewards
+
+
+# ---------------------------------------------------------------- group scoring (label-free)
+
+
+@dataclass
+class GroupScore:
+    """A label-free method's verdict on one prompt's rollouts."""
+
+    rewards: list[float]
+    majority_answer: str | None
+    similarity: list[list[float]] | None = None
+    extras: list[dict] | None = None  # one dict per rollout: method diagnostics for the `extra` field
+
+
+def score_ttrl(answers: Sequence[str | None], texts: Sequence[str]) -> GroupScore:
+    """TTRL: vote over all n_votes answers, reward agreement with the winner."""
+    majority = majority_vote(answers)  # TTRL: y* = the most frequent answer among the n_votes rollouts
+    return GroupScore(rewards=ttrl_rewards(answers, majority), majority_answer=majority)
+
+
+# method name -> group scorer; a scorer sees answers and texts, never labels
+GROUP_SCORERS: dict[str, Callable[[Sequence[str | None], Sequence[str]], GroupScore]] = {"ttrl": score_ttrl}
+
+
+# ---------------------------------------------------------------- held-out labels (monitoring only)
+
+
+class LabelMonitor:
+    """Held-out labels by prompt id, used only for the monitoring metrics of DESIGN section 5."""
+
+    def __init__(self, labels: dict[str, str]):
+        self._labels = {k: v for k, v in labels.items() if v is not None}
+
+    def __bool__(self) -> bool:
+        return bool(self._labels)
+
+    def group_metrics(self, prompt_id: str, answers: Sequence[str | None], majority: str | None) -> dict | None:
+        """label_accuracy, pass@1 and, with at least 16 votes, maj@16 and pass@16; None when unlabelled."""
+        label = self._labels.get(prompt_id)
+        if label is None:
+            return None
+        n = len(answers)
+        correct = sum(answers_equal(a, label) for a in answers)
+        values = {
+            "label_accuracy": float(majority is not None and answers_equal(majority, label)),
+            "pass@1": pass_at_k(n, correct, 1),
+        }
+        if n >= 16:  # fewer votes cannot estimate them; the names promise 16 samples
+            values["maj@16"] = maj_at_k(answers, label, 16)
+            values["pass@16"] = pass_at_k(n, correct, 16)
+        return values
+
+
+# ---------------------------------------------------------------- the trainer
+
+
+@dataclass
+class _Batch:
+    """What the reward saw for the current generation batch, row by row."""
+
+    prompt_ids: list[str] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    answers: list[str | None] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    rewards: list[float] = field(default_factory=list)
+    scores: list[GroupScore] = field(default_factory=list)
+
+
+HELD_OUT_COLUMNS = {"label", "answer", "reference", "ground_truth", "solution", "reward_model"}
+
+
+class LabelFreeGRPOTrainer(GRPOTrainer):
+    """GRPOTrainer with a label-free group reward, TTRL's n_train, and per-rollout records."""
+
+    def __init__(self, *args, method: str, n_train: int, labels: dict[str, str] | None = None, **kwargs):
+        if method not in GROUP_SCORERS:
+            raise ValueError(f"method {method!r} is not implemented in the trainer yet (available: "
+                             f"{', '.join(GROUP_SCORERS)})")
+        self.method = method
+        self.scorer = GROUP_SCORERS[method]
+        self.n_train = n_train
+        self.label_monitor = LabelMonitor(labels or {})
+        self.pending_groups: list[dict] = []  # group events of the current step, written by a callback
+        self._batch = _Batch()
+        self._capture_entropy = False
+        self._captured_entropies: torch.Tensor | None = None
+        columns = set(getattr(kwargs.get("train_dataset"), "column_names", None) or ())
+        leaking = columns & HELD_OUT_COLUMNS
+        if leaking:  # TRL would pass these columns to the reward function as keyword arguments
+            raise ValueError(f"the training dataset must not carry held-out columns {sorted(leaking)}; "
+                             "pass labels= instead (monitoring only)")
+        super().__init__(*args, reward_funcs=[self.label_free_reward], **kwargs)
+        if self.accelerator.num_processes > 1:
+            raise ValueError("LabelFreeGRPOTrainer runs in a single process for now: the majority vote needs all "
+                             "n_votes rollouts of a prompt, which TRL may spread over processes")
+        if not 1 <= n_train <= self.num_generations:
+            raise ValueError(f"n_train={n_train} must be in [1, n_votes={self.num_generations}]")
+
+    # -- the reward TRL calls: completions in, one reward per completion out; no label is in reach
+
+    def label_free_reward(self, prompts, completions, completion_ids, prompt_id, **_unused) -> list[float]:
+        g = self.num_generations
+        if len(completions) % g:
+            raise RuntimeError(f"a batch of {len(completions)} rollouts does not split into groups of {g}")
+        batch = _Batch(prompt_ids=list(prompt_id), texts=list(completions),
+                       answers=[extract_boxed(text) for text in completions],
+                       lengths=[len(ids) for ids in completion_ids])
+        for start in range(0, len(completions), g):  # TRL lays out each prompt's n_votes rollouts contiguously
+            rows = slice(start, start + g)
+            if len(set(batch.prompt_ids[rows])) != 1:
+                raise RuntimeError("rollouts of different prompts were mixed in one group")
+            score = self.scorer(batch.answers[rows], batch.texts[rows])
+            batch.scores.append(score)
+            batch.rewards.extend(score.rewards)
+        self._batch = batch
+        return batch.rewards
+
+    # -- timing of the two phases TRL does not time for us
+
+    def _generate(self, prompts):
+        started = time.perf_counter()
+        result = super()._generate(prompts)
+        if self.model.training:
+            self._metrics["train"]["time/generation"].append(time.perf_counter() - started)
+        return result
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        started = time.perf_counter()
+        result = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        if self.model.training:
+            self._metrics["train"]["time/reward"].append(time.perf_counter() - started)
+        return result
+
+    # -- n_train, advantages and the per-prompt records
+
+    def _generate_and_score_completions(self, inputs):
+        output = super()._generate_and_score_completions(inputs)
+        if not self.model.training:
+            return output
+        g, n_train = self.num_generations, self.n_train
+        size = output["completion_ids"].size(0)
+        rows = torch.arange(size, device=output["completion_ids"].device)
+        keep = rows.view(-1, g)[:, :n_train].reshape(-1)  # TTRL: vote over all n_votes, train on the first n_train
+
+        rewards = torch.tensor(self._batch.rewards, dtype=torch.float32).view(-1, g)[:, :n_train]
+        # GRPO advantage, normalised within each group over the trained rollouts: A = (r - mean) / (std + 1e-4),
+        # exactly TRL's scale_rewards="group" formula (Bessel-corrected std); one trained rollout gets 0
+        mean = rewards.mean(dim=1, keepdim=True)
+        std = nanstd(rewards, dim=1, keepdim=True) if n_train > 1 else torch.zeros_like(mean)
+        advantages = torch.nan_to_num((rewards - mean) / (std + 1e-4), nan=0.0)
+
+        sliced = {}
+        for key, value in output.items():
+            is_row_tensor = isinstance(value, torch.Tensor) and value.dim() > 0 and value.size(0) == size
+            sliced[key] = value[keep] if is_row_tensor else value
+        sliced["advantages"] = advantages.reshape(-1).to(output["advantages"].device)
+        sliced["num_items_in_batch"] = sliced["completion_mask"].sum()  # DAPO's token count, trained rollouts only
+        sliced["rollout_index"] = keep  # survives TRL's shuffle, so loss-time entropies map back to rollouts
+
+        self._record_groups(advantages.tolist())
+        return sliced
+
+    def _record_groups(self, advantages: list[list[float]]) -> None:
+        batch, g = self._batch, self.num_generations
+        group_values: list[dict] = []
+        label_values: list[dict] = []
+        self.pending_groups = []
+        for k, score in enumerate(batch.scores):
+            rows = range(k * g, (k + 1) * g)
+            answers = [batch.answers[i] for i in rows]
+            majority = score.majority_answer
+            rollouts = []
+            for j, i in enumerate(rows):
+                trained = j < self.n_train
+                rollouts.append({
+                    "index": j, "text": batch.texts[i], "answer": answers[j], "valid": answers[j] is not None,
+                    "in_majority": majority is not None and answers_equal(answers[j], majority),
+                    "reward": float(score.rewards[j]), "advantage": float(advantages[k][j]) if trained else None,
+                    "length": batch.lengths[i], "used_for_training": trained, "entropy": None,
+                    "extra": score.extras[j] if score.extras else {},
+                })
+            self.pending_groups.append({"prompt_id": batch.prompt_ids[k * g], "majority_answer": majority,
+                                        "similarity": score.similarity, "rollouts": rollouts, "_first_row": k * g})
+            group_values.append({"majority_ratio": majority_ratio(answers, majority),
+                                 "unique_answers": unique_answers(answers)})
+            labelled = self.label_monitor.group_metrics(batch.prompt_ids[k * g], answers, majority)
+            if labelled is not None:
+                label_values.append(labelled)
+        for values in (group_values, label_values):  # means over prompts, averaged again by TRL's log()
+            for name in sorted({n for v in values for n in v}):
+                present = [v[name] for v in values if name in v]
+                self._metrics["train"][name].append(sum(present) / len(present))
+
+    # -- per-rollout entropy, taken from the loss computation instead of a second forward pass
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        logps, entropies, aux = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if self._capture_entropy and entropies is not None:
+            self._captured_entropies = entropies.detach()
+        return logps, entropies, aux
+
+    def _compute_loss(self, model, inputs):
+        self._capture_entropy, self._captured_entropies = True, None
+        try:
+            loss = super()._compute_loss(model, inputs)
+        finally:
+            self._capture_entropy = False
+        if self._captured_entropies is not None and "rollout_index" in inputs:
+            mask = inputs["completion_mask"].float()
+            per_rollout = (self._captured_entropies * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
+            self._store_entropies(inputs["rollout_index"].tolist(), per_rollout.tolist())
+        return loss
+
+    def _store_entropies(self, rows: list[int], values: list[float]) -> None:
+        g = self.num_generations
+        by_first_row = {group["_first_row"]: group for group in self.pending_groups}
+        for row, value in zip(rows, values):
+            group = by_first_row.get(row - row % g)
+            if group is not None:
+                group["rollouts"][row % g]["entropy"] = float(value)
+
+    def pop_groups(self) -> list[dict]:
+        """The current step's group records, once; the event callback writes them."""
+        groups, self.pending_groups = self.pending_groups, []
+        for group in groups:
+            group.pop("_first_row", None)
+        return groups

@@ -1,0 +1,242 @@
+"""`python -m rl.train` end to end, as the worker runs it: a subprocess writing events.jsonl.
+
+Small on purpose (the default policy, 2 prompts x 16 votes per step, 48 tokens),
+so each training run takes seconds on a CPU.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rl.events import read_events, validate_event
+from rl.policy import heldout_problems
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+SMALL = {"n_votes": 16, "n_train": 8, "prompts_per_step": 2, "max_completion_length": 48,
+         "learning_rate": 1e-4, "save_every": 1, "eval_every": 0}
+REQUIRED_METRICS = {"entropy", "response_length/mean", "reward/mean", "reward/std", "majority_ratio",
+                    "unique_answers", "kl", "clip_ratio/low", "clip_ratio/high", "loss", "grad_norm",
+                    "learning_rate", "time/step", "time/generation", "time/reward"}
+LABEL_METRICS = {"label_accuracy", "maj@16", "pass@1", "pass@16"}
+
+
+def write_prompts(path: Path, n: int = 8, label=lambda p: p["answer"]) -> Path:
+    rows = [{"id": p["id"], "prompt": p["prompt"], "label": label(p)} for p in heldout_problems(n)]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def write_config(tmp: Path, name: str = "config.json", **overrides) -> Path:
+    config = {"method": "ttrl", "model": "default", "prompts": str(tmp / "prompts.jsonl"), "eval_prompts": None,
+              "embedding_model": None, "max_steps": 2, "seed": 0, "hyperparameters": dict(SMALL)}
+    config.update(overrides)
+    path = tmp / name
+    path.write_text(json.dumps(config))
+    return path
+
+
+def run_trainer(config: Path, out: Path, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rl.train", "--config", str(config), "--out", str(out), *extra],
+                          cwd=REPO, env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def events_of(run_dir: Path) -> list[dict]:
+    return read_events(run_dir / "events.jsonl")
+
+
+def of_type(events, kind):
+    return [e for e in events if e["type"] == kind]
+
+
+def two_step_config(tmp: Path, label=lambda p: p["answer"]) -> Path:
+    """2 steps on 8 labelled prompts, evaluating 4 held-out prompts at steps 0 and 2."""
+    write_prompts(tmp / "prompts.jsonl", label=label)
+    write_prompts(tmp / "heldout.jsonl", n=4, label=label)
+    return write_config(tmp, eval_prompts=str(tmp / "heldout.jsonl"),
+                        hyperparameters={**SMALL, "eval_every": 2, "eval_samples": 4})
+
+
+@pytest.fixture(scope="module")
+def two_step_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("two_step")
+    started = time.time()
+    result = run_trainer(two_step_config(tmp), tmp / "run")
+    return result, events_of(tmp / "run"), tmp, time.time() - started
+
+
+def test_a_two_step_ttrl_run_succeeds_and_every_event_passes_the_schema(two_step_run):
+    result, events, _, seconds = two_step_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    for event in events:
+        validate_event(event)
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    statuses = of_type(events, "status")
+    assert statuses[0]["state"] == "running" and statuses[-1]["state"] == "succeeded"
+    assert events[-1] == statuses[-1]
+    print(f"2-step run: {seconds:.1f}s wall")
+
+
+def test_each_step_logs_the_design_metrics_including_label_metrics(two_step_run):
+    _, events, _, _ = two_step_run
+    metrics = of_type(events, "metrics")
+    assert [m["step"] for m in metrics] == [1, 2]
+    for m in metrics:
+        missing = (REQUIRED_METRICS | LABEL_METRICS) - set(m["values"])
+        assert not missing, f"step {m['step']} lacks {missing}"
+        assert 0.0 <= m["values"]["reward/mean"] <= 1.0
+        assert 0.0 < m["values"]["majority_ratio"] <= 1.0
+        assert m["values"]["time/step"] >= m["values"]["time/generation"]
+
+
+def test_each_step_has_one_group_event_per_prompt_with_every_rollout(two_step_run):
+    _, events, _, _ = two_step_run
+    groups = of_type(events, "group")
+    assert [(g["step"]) for g in groups] == [1, 1, 2, 2]
+    for group in groups:
+        rollouts = group["rollouts"]
+        assert [r["index"] for r in rollouts] == list(range(16))
+        assert [r["used_for_training"] for r in rollouts] == [True] * 8 + [False] * 8  # the first n_train
+        assert group["similarity"] is None
+        for r in rollouts:
+            assert r["valid"] == (r["answer"] is not None)
+            assert r["reward"] == (1.0 if r["in_majority"] else 0.0)  # TTRL: agreement with the majority
+            assert (r["advantage"] is None) == (not r["used_for_training"])
+            assert (r["entropy"] is None) == (not r["used_for_training"])
+            assert r["length"] > 0 and r["text"]
+        trained = [r["advantage"] for r in rollouts if r["used_for_training"]]
+        assert abs(sum(trained)) < 1e-3  # group-normalised over the trained rollouts
+
+
+def test_a_checkpoint_is_written_every_save_every_steps(two_step_run):
+    _, events, tmp, _ = two_step_run
+    checkpoints = of_type(events, "checkpoint")
+    assert [(c["step"], c["path"]) for c in checkpoints] == [(1, "checkpoints/checkpoint-1"),
+                                                            (2, "checkpoints/checkpoint-2")]
+    assert (tmp / "run" / "checkpoints" / "checkpoint-2" / "model.safetensors").exists()
+
+
+def test_the_held_out_set_is_evaluated_at_the_start_and_every_eval_every_steps(two_step_run):
+    _, events, _, _ = two_step_run
+    evals = of_type(events, "eval")
+    assert [e["step"] for e in evals] == [0, 2]
+    for e in evals:
+        assert e["prompt_set"] == "heldout"
+        assert {"pass@1", "pass@4", "maj@4", "majority_ratio", "unique_answers"} <= set(e["values"])
+        assert 0.0 <= e["values"]["pass@1"] <= e["values"]["pass@4"] <= 1.0
+
+
+def test_labels_never_reach_the_reward(two_step_run, tmp_path):
+    """Same seed, every label replaced by a wrong one: the rollouts and rewards must not move."""
+    _, events, _, _ = two_step_run
+    result = run_trainer(two_step_config(tmp_path, label=lambda p: "-12345"), tmp_path / "run")
+    assert result.returncode == 0, result.stderr[-3000:]
+    relabelled = events_of(tmp_path / "run")
+
+    def rollouts(evs):
+        return [[(r["text"], r["reward"], r["advantage"]) for r in g["rollouts"]] for g in of_type(evs, "group")]
+
+    assert rollouts(relabelled) == rollouts(events)
+    label_accuracy = [m["values"]["label_accuracy"] for m in of_type(relabelled, "metrics")]
+    assert label_accuracy == [0.0, 0.0]  # the labels did arrive, in the monitoring metrics only
+
+
+BAD_CONFIGS = [
+    ("unknown method", {"method": "magic"}, "method", "unknown method 'magic'"),
+    ("method not in the trainer yet", {"method": "evol_rl"}, "method", "not implemented in the trainer yet"),
+    ("unknown hyperparameter", {"hyperparameters": {**SMALL, "warp": 9}}, "warp", "unknown hyperparameter 'warp'"),
+    ("out-of-range hyperparameter", {"hyperparameters": {**SMALL, "temperature": 7}}, "temperature",
+     "temperature=7 is invalid"),
+    ("n_train above n_votes", {"hyperparameters": {**SMALL, "n_train": 32}}, "n_train", "n_train=32 is invalid"),
+    ("a single vote", {"hyperparameters": {**SMALL, "n_votes": 1, "n_train": 1}}, "n_votes", "at least 2"),
+    ("model path without weights", {"model": "MODEL_WITHOUT_WEIGHTS"}, "model", "has no weights"),
+    ("missing prompt file", {"prompts": "/nonexistent/prompts.jsonl"}, "prompts", "does not exist"),
+    ("empty prompt file", {"prompts": "EMPTY_PROMPTS"}, "prompts", "has no prompts"),
+    ("more prompts per step than prompts", {"hyperparameters": {**SMALL, "prompts_per_step": 99}},
+     "prompts_per_step", "only 8 prompt(s)"),
+    ("zero steps", {"max_steps": 0}, "max_steps", "max_steps=0 is invalid"),
+]
+
+
+@pytest.mark.parametrize("case, overrides, field, message", BAD_CONFIGS, ids=[c[0] for c in BAD_CONFIGS])
+def test_a_bad_config_fails_before_training_with_one_clear_message(tmp_path, case, overrides, field, message):
+    write_prompts(tmp_path / "prompts.jsonl")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    no_weights = tmp_path / "model"
+    no_weights.mkdir()
+    (no_weights / "config.json").write_text("{}")
+    overrides = json.loads(json.dumps(overrides).replace("MODEL_WITHOUT_WEIGHTS", str(no_weights))
+                           .replace("EMPTY_PROMPTS", str(tmp_path / "empty.jsonl")))
+    started = time.time()
+    result = run_trainer(write_config(tmp_path, **overrides), tmp_path / "run", timeout=60)
+    assert result.returncode == 2
+    assert time.time() - started < 20  # refused before torch is even imported
+    assert f"({field})" in result.stderr and message in result.stderr
+    (event,) = events_of(tmp_path / "run")
+    assert event["type"] == "status" and event["state"] == "failed" and message in event["message"]
+
+
+def test_an_error_during_training_writes_failed_and_exits_non_zero(tmp_path):
+    write_prompts(tmp_path / "prompts.jsonl")
+    broken = tmp_path / "broken_model"
+    broken.mkdir()
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
+        (broken / name).write_bytes((REPO / "rl" / "assets" / "default_policy" / name).read_bytes())
+    (broken / "model.safetensors").write_bytes(b"not a safetensors file")
+    result = run_trainer(write_config(tmp_path, model=str(broken)), tmp_path / "run")
+    assert result.returncode == 1
+    events = events_of(tmp_path / "run")
+    assert events[-1]["type"] == "status" and events[-1]["state"] == "failed"
+    assert events[-1]["message"]
+    assert any(e["type"] == "log" and e["level"] == "error" for e in events)
+
+
+def test_sigterm_checkpoints_and_cancels_then_resume_continues_steps_and_seq(tmp_path):
+    write_prompts(tmp_path / "prompts.jsonl")
+    run_dir = tmp_path / "run"
+    long_config = write_config(tmp_path, max_steps=200, hyperparameters={**SMALL, "save_every": 0})
+    process = subprocess.Popen([sys.executable, "-m", "rl.train", "--config", str(long_config), "--out",
+                                str(run_dir)], cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        deadline = time.time() + 180
+        while not of_type(events_of(run_dir), "metrics"):
+            assert process.poll() is None, process.stderr.read()[-3000:]
+            assert time.time() < deadline, "no step finished in time"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        signalled = time.time()
+        assert process.wait(timeout=60) == 0, process.stderr.read()[-3000:]
+        print(f"exit {time.time() - signalled:.1f}s after SIGTERM")
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stderr.close()
+
+    events = events_of(run_dir)
+    last_step = of_type(events, "metrics")[-1]["step"]
+    assert last_step < 200
+    assert events[-1]["type"] == "status" and events[-1]["state"] == "cancelled"
+    (checkpoint,) = of_type(events, "checkpoint")
+    assert checkpoint["step"] == last_step
+    assert (run_dir / checkpoint["path"] / "trainer_state.json").exists()
+
+    resume_config = write_config(tmp_path, "resume.json", max_steps=last_step + 2,
+                                 hyperparameters={**SMALL, "save_every": 0})
+    result = run_trainer(resume_config, run_dir, "--resume")
+    assert result.returncode == 0, result.stderr[-3000:]
+    events = events_of(run_dir)
+    for event in events:
+        validate_event(event)
+    assert [e["seq"] for e in events] == list(range(len(events)))  # seq continues across the resume
+    assert [m["step"] for m in of_type(events, "metrics")] == list(range(1, last_step + 3))  # no gap, no repeat
+    resumed = [e for e in of_type(events, "status") if "resumed" in e["message"]]
+    assert resumed and f"checkpoint-{last_step}" in resumed[0]["message"]
+    assert events[-1]["state"] == "succeeded"
+    assert sorted({g["step"] for g in of_type(events, "group")}) == list(range(1, last_step + 3))
