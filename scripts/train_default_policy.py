@@ -2,9 +2,10 @@
 
 A tiny Llama (4 layers, d_model 128, about 1M parameters, byte-level BPE) learns
 synthetic arithmetic word problems whose completions end in `\\boxed{N}`. It is
-trained just long enough to be right on roughly half of its samples at
-temperature 1.0, so that majority voting over its rollouts carries signal:
-label-free RL on it has something to gain and something to lose.
+trained until it is right on about half of its samples at temperature 1.0 (on a
+validation set; the held-out set is only measured), so that majority voting
+over its rollouts carries signal: label-free RL on it has something to gain and
+something to lose.
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/train_default_policy.py
 
@@ -26,6 +27,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rl.arithmetic import synthetic_problems  # noqa: E402
 from rl.policy import DEFAULT_POLICY_DIR, HELDOUT_SEED, SAMPLE_PATH  # noqa: E402
+
+VALIDATION_SEED = 2000  # problems that decide when training stops; disjoint from the held-out set
 
 SPECIAL_TOKENS = ["<pad>", "<s>", "</s>", "<unk>"]
 
@@ -111,18 +114,24 @@ def sample_answers(model, tokenizer, prompts, samples: int, temperature: float |
     return [texts[i * samples:(i + 1) * samples] for i in range(len(prompts))]
 
 
-def evaluate(model, tokenizer, problems, samples: int, seed: int) -> dict:
+def pass_at_1(model, tokenizer, problems, samples: int, seed: int) -> tuple[float, list[list[str]]]:
+    """Mean accuracy of `samples` completions per problem at temperature 1.0, and the completions."""
     model.eval()
     torch.manual_seed(seed)
-    prompts = [p["prompt"] for p in problems]
-    sampled = sample_answers(model, tokenizer, prompts, samples, temperature=1.0)
-    greedy = sample_answers(model, tokenizer, prompts, 1, temperature=None)
+    sampled = sample_answers(model, tokenizer, [p["prompt"] for p in problems], samples, temperature=1.0)
+    model.train()
     correct = [[boxed_integer(t) == p["answer"] for t in texts] for p, texts in zip(problems, sampled)]
     # pass@1 = mean over problems of c/n, the unbiased estimator with k = 1 (Chen et al. 2021)
-    pass_at_1 = sum(sum(c) / len(c) for c in correct) / len(correct)
+    return sum(sum(c) / len(c) for c in correct) / len(correct), sampled
+
+
+def evaluate(model, tokenizer, problems, samples: int, seed: int) -> dict:
+    pass1, sampled = pass_at_1(model, tokenizer, problems, samples, seed)
+    model.eval()
+    greedy = sample_answers(model, tokenizer, [p["prompt"] for p in problems], 1, temperature=None)
     greedy_acc = sum(boxed_integer(t[0]) == p["answer"] for p, t in zip(problems, greedy)) / len(problems)
     boxed_rate = sum(boxed_integer(t) is not None for texts in sampled for t in texts) / (len(problems) * samples)
-    return {"pass@1_temperature_1.0": round(pass_at_1, 4), "greedy_accuracy": round(greedy_acc, 4),
+    return {"pass@1_temperature_1.0": round(pass1, 4), "greedy_accuracy": round(greedy_acc, 4),
             "boxed_rate_temperature_1.0": round(boxed_rate, 4), "problems": len(problems),
             "samples_per_problem": samples, "example_completion": sampled[0][0]}
 
@@ -131,7 +140,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, default=DEFAULT_POLICY_DIR)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=900)
+    parser.add_argument("--steps", type=int, default=1600)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--d-model", type=int, default=128)
@@ -139,7 +148,10 @@ def main(argv=None) -> int:
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--heldout", type=int, default=256)
     parser.add_argument("--eval-samples", type=int, default=4)
-    parser.add_argument("--probe-every", type=int, default=0, help="print a quick held-out pass@1 every N steps (tuning)")
+    parser.add_argument("--target", type=float, default=0.5,
+                        help="stop once validation pass@1 at temperature 1.0 reaches this (0: train all steps)")
+    parser.add_argument("--check-every", type=int, default=50)
+    parser.add_argument("--check-after", type=int, default=800, help="first step at which the target is checked")
     args = parser.parse_args(argv)
 
     torch.set_num_threads(2)
@@ -147,8 +159,10 @@ def main(argv=None) -> int:
     torch.use_deterministic_algorithms(True)
 
     heldout = synthetic_problems(args.heldout, seed=HELDOUT_SEED)
+    # a separate validation set decides when to stop, so the held-out number stays an unbiased estimate
+    validation = synthetic_problems(128, seed=VALIDATION_SEED, exclude={p["prompt"] for p in heldout})
     train = synthetic_problems(args.steps * args.batch_size, seed=args.seed + 1,
-                               exclude={p["prompt"] for p in heldout})
+                               exclude={p["prompt"] for p in heldout + validation})
     tokenizer = build_tokenizer(args.seed)
     model = build_model(tokenizer, args)
     n_params = sum(p.numel() for p in model.parameters())
@@ -161,6 +175,7 @@ def main(argv=None) -> int:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
 
     started = time.time()
+    steps_done, validation_pass = 0, None
     model.train()
     for step in range(args.steps):
         batch = train[step * args.batch_size:(step + 1) * args.batch_size]
@@ -173,14 +188,20 @@ def main(argv=None) -> int:
         optimizer.zero_grad(set_to_none=True)
         if step % 25 == 0 or step == args.steps - 1:
             print(f"step {step:4d}  loss {loss.item():.4f}  {time.time() - started:.0f}s", flush=True)
-        if args.probe_every and (step + 1) % args.probe_every == 0:
-            probe = evaluate(model, tokenizer, heldout[:64], samples=2, seed=args.seed)
-            print(f"  probe: pass@1 {probe['pass@1_temperature_1.0']}  greedy {probe['greedy_accuracy']}", flush=True)
-            model.train()
+        steps_done = step + 1
+        if args.target and steps_done >= args.check_after and steps_done % args.check_every == 0:
+            # Early stop at a target accuracy: how fast a tiny model learns carrying is sensitive to the
+            # data order, so a fixed step count lands anywhere between 20% and 80%; the target does not.
+            validation_pass, _ = pass_at_1(model, tokenizer, validation, samples=2, seed=args.seed)
+            print(f"  step {steps_done}: validation pass@1 {validation_pass:.3f}", flush=True)
+            if validation_pass >= args.target:
+                break
     train_seconds = time.time() - started
 
     result = evaluate(model, tokenizer, heldout, args.eval_samples, seed=args.seed)
-    result.update({"train_steps": args.steps, "batch_size": args.batch_size, "seed": args.seed,
+    result.update({"train_steps": steps_done, "schedule_steps": args.steps, "stop_target": args.target,
+                   "validation_pass@1": None if validation_pass is None else round(validation_pass, 4),
+                   "batch_size": args.batch_size, "seed": args.seed,
                    "parameters": n_params, "train_seconds": round(train_seconds, 1),
                    "heldout_seed": HELDOUT_SEED})
     print(json.dumps(result, indent=2), flush=True)
