@@ -113,7 +113,7 @@ class PeriodicEval(TrainerCallback):
     """`eval` events: eval_samples completions per held-out prompt at eval_temperature."""
 
     def __init__(self, events: EventWriter, prompts: list[dict], prompt_set: str, every: int, samples: int,
-                 temperature: float, top_p: float, max_new_tokens: int, batch_size: int = 64):
+                 temperature: float, top_p: float, max_new_tokens: int, at_start: bool = True, batch_size: int = 64):
         self.events = events
         self.prompts = prompts
         self.prompt_set = prompt_set
@@ -122,11 +122,14 @@ class PeriodicEval(TrainerCallback):
         self.temperature = temperature
         self.top_p = top_p
         self.max_new_tokens = max_new_tokens
+        self.at_start = at_start
         self.batch_size = batch_size
         self.trainer = None  # set by rl.train
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if state.global_step == 0:  # the starting point, to compare every later evaluation against
+        # the starting point, to compare every later evaluation against; not again on resume (HF calls
+        # on_train_begin before it restores global_step from the checkpoint, so the step cannot tell)
+        if self.at_start:
             self.evaluate(state)
 
     def on_step_end(self, args, state, control, **kwargs):

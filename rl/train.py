@@ -154,7 +154,7 @@ def read_prompts(path, field: str) -> list[dict]:
 # ---------------------------------------------------------------- training
 
 
-def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop):
+def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, resuming: bool = False):
     """LabelFreeGRPOTrainer with the event callbacks, from a validated config."""
     import torch
     from datasets import Dataset
@@ -212,7 +212,7 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop):
     if config.eval_prompts and hp["eval_every"] > 0:
         evaluator = PeriodicEval(events, config.eval_prompts, config.eval_prompt_set, every=hp["eval_every"],
                                  samples=hp["eval_samples"], temperature=hp["eval_temperature"], top_p=hp["top_p"],
-                                 max_new_tokens=hp["max_completion_length"])
+                                 max_new_tokens=hp["max_completion_length"], at_start=not resuming)
         callbacks.append(evaluator)
     trainer = LabelFreeGRPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
                                    callbacks=callbacks, method=config.method, n_train=hp["n_train"], labels=labels)
@@ -230,19 +230,31 @@ def last_checkpoint(run_dir: Path) -> Path | None:
     return max(folders, key=lambda p: int(p.name.split("-")[-1]), default=None)
 
 
-def train(config: RunConfig, run_dir: Path, events: EventWriter, resume: bool) -> str:
-    """Run training; returns the final state, `succeeded` or `cancelled`."""
+def _note_superseded_steps(events: EventWriter, checkpoint: Path | None) -> None:
+    """After a hard kill, steps past the last checkpoint are run again: say so in the log."""
+    from rl.events import read_events
+
+    resumed_at = int(checkpoint.name.split("-")[-1]) if checkpoint else 0
+    logged = [e["step"] for e in read_events(events.path) if e["type"] == "metrics"]
+    if checkpoint is None:
+        events.log("warning", "--resume found no checkpoint; starting again from step 0")
+    if logged and max(logged) > resumed_at:
+        events.log("warning", f"steps {resumed_at + 1}..{max(logged)} ran after the last checkpoint and are run "
+                              "again; their earlier events are superseded by the ones that follow")
+
+
+def train(config: RunConfig, run_dir: Path, events: EventWriter, resume: bool) -> tuple[str, str]:
+    """Run training; returns the final status event's (state, message): succeeded or cancelled."""
     from rl.callbacks import GracefulStop
 
     stop = GracefulStop()
     stop.install()  # early: a cancel while the model loads still ends cleanly
     checkpoint = last_checkpoint(run_dir) if resume else None
-    if resume and checkpoint is None:
-        events.log("warning", "--resume found no checkpoint; starting from step 0 (events of earlier steps in "
-                              "this log are superseded)")
-    trainer = build_trainer(config, run_dir, events, stop)
+    if resume:
+        _note_superseded_steps(events, checkpoint)
+    trainer = build_trainer(config, run_dir, events, stop, resuming=checkpoint is not None)
     if stop.requested:
-        return "cancelled"
+        return "cancelled", f"cancelled by {stop.signal_name} before the first step"
     if checkpoint is not None:
         step = int(checkpoint.name.split("-")[-1])
         events.status("running", f"resumed from {CHECKPOINTS_DIR}/{checkpoint.name} at step {step}")
@@ -250,7 +262,10 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, resume: bool) -
         events.status("running", f"training {config.method} on {len(config.prompts)} prompts for "
                                  f"{config.max_steps} steps")
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    return "cancelled" if stop.requested else "succeeded"
+    step = trainer.state.global_step
+    if stop.requested and step < config.max_steps:
+        return "cancelled", f"cancelled by {stop.signal_name} after step {step}; checkpoint written, resume continues"
+    return "succeeded", f"{step} steps"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -274,14 +289,14 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
             return 2
         try:
-            state = train(config, run_dir, events, resume=args.resume)
+            state, message = train(config, run_dir, events, resume=args.resume)
         except Exception as e:  # the message goes to the dashboard; the traceback to the log and stderr
             trace = traceback.format_exc()
             print(trace, file=sys.stderr)
             events.log("error", trace[-4000:])
             events.status("failed", f"{type(e).__name__}: {e}")
             return 1
-        events.status(state, "cancelled: checkpoint written, resume to continue" if state == "cancelled" else "")
+        events.status(state, message)
         return 0
 
 

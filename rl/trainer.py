@@ -132,7 +132,8 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         if not 1 <= n_train <= self.num_generations:
             raise ValueError(f"n_train={n_train} must be in [1, n_votes={self.num_generations}]")
 
-    # -- the reward TRL calls: completions in, one reward per completion out; no label is in reach
+    # -- the reward TRL calls: completions in, one reward per completion out. It reads only what TRL passes
+    #    (prompts, completions, token ids, prompt_id); labels stay in self.label_monitor, which it never touches.
 
     def label_free_reward(self, prompts, completions, completion_ids, prompt_id, **_unused) -> list[float]:
         g = self.num_generations
