@@ -85,6 +85,10 @@ def load_config(path: str | os.PathLike) -> RunConfig:
         raise ConfigError("n_votes", f"n_votes={hyperparameters['n_votes']} is invalid: GRPO needs at least 2 "
                                      "rollouts per prompt")
 
+    if hyperparameters["temperature"] <= 0:  # greedy rollouts are all alike: nothing to vote on or to learn from
+        raise ConfigError("temperature", f"temperature={hyperparameters['temperature']} is invalid: training "
+                                         "samples its rollouts, expected a number in (0, 2]")
+
     max_steps = _integer(raw, "max_steps", minimum=1)
     seed = _integer(raw, "seed", minimum=0, default=0)
     try:

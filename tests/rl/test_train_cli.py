@@ -153,6 +153,8 @@ BAD_CONFIGS = [
     ("unknown hyperparameter", {"hyperparameters": {**SMALL, "warp": 9}}, "warp", "unknown hyperparameter 'warp'"),
     ("out-of-range hyperparameter", {"hyperparameters": {**SMALL, "temperature": 7}}, "temperature",
      "temperature=7 is invalid"),
+    ("greedy training rollouts", {"hyperparameters": {**SMALL, "temperature": 0}}, "temperature",
+     "training samples its rollouts"),
     ("n_train above n_votes", {"hyperparameters": {**SMALL, "n_train": 32}}, "n_train", "n_train=32 is invalid"),
     ("a single vote", {"hyperparameters": {**SMALL, "n_votes": 1, "n_train": 1}}, "n_votes", "at least 2"),
     ("model path without weights", {"model": "MODEL_WITHOUT_WEIGHTS"}, "model", "has no weights"),
