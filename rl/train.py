@@ -16,11 +16,15 @@ import json
 import os
 import sys
 import traceback
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no code path downloads from a hub (DESIGN section 3)
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# TRL 1.16 calls transformers APIs that transformers 5 renamed; the rename notices would bury real errors
+# in the stderr tail the supervisor keeps
+warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|trl)(\.|$)")
 
 from rl.events import EventWriter  # noqa: E402
 from rl.methods import HyperparameterError, validate_hyperparameters  # noqa: E402
@@ -163,11 +167,13 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
+    from transformers.utils import logging as hf_logging
     from trl import GRPOConfig
 
     from rl.callbacks import EventLogCallback, PeriodicEval
     from rl.trainer import LabelFreeGRPOTrainer
 
+    hf_logging.disable_progress_bar()  # progress bars in a log file are noise
     hp = config.hyperparameters
     on_gpu = torch.cuda.is_available()
     tokenizer = AutoTokenizer.from_pretrained(config.model_path, local_files_only=True)
