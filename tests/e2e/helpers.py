@@ -41,7 +41,9 @@ class LiveMessages:
 
     def __init__(self, ws_url, session_key):
         self.messages = []
-        self.ws = connect(ws_url, additional_headers={"Cookie": f"sessionid={session_key}"}, open_timeout=10)
+        # Channels refuses sockets without an Origin of an allowed host, as a browser sends.
+        origin = "http://" + ws_url.split("://", 1)[1].split("/", 1)[0]
+        self.ws = connect(ws_url, origin=origin, additional_headers={"Cookie": f"sessionid={session_key}"}, open_timeout=10)
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 

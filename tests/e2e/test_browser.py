@@ -58,7 +58,7 @@ def test_a_user_uploads_aime_launches_a_run_and_watches_it_succeed(live_stack, l
     page.wait_for_function("() => Number(document.getElementById('chart-entropy').dataset.points || 0) >= 1", timeout=180_000)
     page.wait_for_function("() => document.getElementById('run-state').textContent === 'succeeded'", timeout=180_000)
     assert page.inner_text("#live-indicator") in ("live", "not live")
-    assert int(page.get_attribute("#chart-label_accuracy", "data-points")) == 2
+    assert int(page.get_attribute("[data-metric='label_accuracy']", "data-points")) == 2
 
     page.click("#rollouts-link")
     page.wait_for_selector("tr.rollout")

@@ -32,6 +32,7 @@ def test_a_two_step_ttrl_run_succeeds_and_streams_its_metrics(api, live_stack, l
     assert final["last_step"] == 2
     # What the browser was sent while the run trained:
     metric_messages = live.of_type("metrics")
+    assert metric_messages, live.messages
     assert [m["step"] for m in metric_messages][-2:] == [1, 2] or {m["step"] for m in metric_messages} >= {1, 2}
     assert DASHBOARD_METRICS <= set(metric_messages[-1]["values"])
     assert live.of_type("group") and live.of_type("status")[-1]["state"] == "succeeded"
@@ -90,3 +91,12 @@ def test_a_killed_trainer_fails_the_run_and_the_worker_carries_on(api, live_user
     after = api.post("/runs", json={"name": "after", "method": "ttrl", "prompt_set": prompt_set.pk, "max_steps": 1,
                                      "hyperparameters": SMALL_TTRL})
     assert api.wait_for(after["id"], lambda r: r["state"] in ("succeeded", "failed"))["state"] == "succeeded"
+
+
+def test_the_websocket_refuses_a_visitor_who_is_not_signed_in(live_stack, live_user):
+    from websockets.exceptions import InvalidStatus
+    from websockets.sync.client import connect
+
+    origin = f"http://127.0.0.1:{live_stack.port}"
+    with pytest.raises(InvalidStatus):
+        connect(f"ws://127.0.0.1:{live_stack.port}/ws/runs/1/", origin=origin, open_timeout=10)
