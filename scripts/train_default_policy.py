@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 import time
 from pathlib import Path
@@ -25,6 +24,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from rl.answers import extract_boxed  # noqa: E402
 from rl.arithmetic import synthetic_problems  # noqa: E402
 from rl.policy import DEFAULT_POLICY_DIR, HELDOUT_SEED, SAMPLE_PATH  # noqa: E402
 
@@ -89,15 +89,6 @@ def encode_batch(tokenizer, problems):
     return input_ids, attention_mask, label_ids
 
 
-BOXED_INT = re.compile(r"\\boxed\{(-?\d+)\}")
-
-
-def boxed_integer(text: str) -> str | None:
-    """The last `\\boxed{N}` integer; the synthetic answers are plain integers, so exact match suffices."""
-    found = BOXED_INT.findall(text)
-    return found[-1] if found else None
-
-
 @torch.no_grad()
 def sample_answers(model, tokenizer, prompts, samples: int, temperature: float | None, max_new_tokens=64,
                    batch_size=64):
@@ -120,7 +111,8 @@ def pass_at_1(model, tokenizer, problems, samples: int, seed: int) -> tuple[floa
     torch.manual_seed(seed)
     sampled = sample_answers(model, tokenizer, [p["prompt"] for p in problems], samples, temperature=1.0)
     model.train()
-    correct = [[boxed_integer(t) == p["answer"] for t in texts] for p, texts in zip(problems, sampled)]
+    # the synthetic answers are plain integers, so string equality is exact
+    correct = [[extract_boxed(t) == p["answer"] for t in texts] for p, texts in zip(problems, sampled)]
     # pass@1 = mean over problems of c/n, the unbiased estimator with k = 1 (Chen et al. 2021)
     return sum(sum(c) / len(c) for c in correct) / len(correct), sampled
 
@@ -129,8 +121,8 @@ def evaluate(model, tokenizer, problems, samples: int, seed: int) -> dict:
     pass1, sampled = pass_at_1(model, tokenizer, problems, samples, seed)
     model.eval()
     greedy = sample_answers(model, tokenizer, [p["prompt"] for p in problems], 1, temperature=None)
-    greedy_acc = sum(boxed_integer(t[0]) == p["answer"] for p, t in zip(problems, greedy)) / len(problems)
-    boxed_rate = sum(boxed_integer(t) is not None for texts in sampled for t in texts) / (len(problems) * samples)
+    greedy_acc = sum(extract_boxed(t[0]) == p["answer"] for p, t in zip(problems, greedy)) / len(problems)
+    boxed_rate = sum(extract_boxed(t) is not None for texts in sampled for t in texts) / (len(problems) * samples)
     return {"pass@1_temperature_1.0": round(pass1, 4), "greedy_accuracy": round(greedy_acc, 4),
             "boxed_rate_temperature_1.0": round(boxed_rate, 4), "problems": len(problems),
             "samples_per_problem": samples, "example_completion": sampled[0][0]}
