@@ -87,6 +87,8 @@ def _live_message(event: dict) -> dict | None:
                 for r in event.get("rollouts", [])
             ],
         }
+    if kind == "stage":
+        return {"type": "stage", **{k: v for k, v in event.items() if k not in ("seq", "time", "type")}}
     if kind == "status":
         return {"type": "status", "state": event.get("state"), "message": event.get("message", ""), "source": "trainer"}
     return None

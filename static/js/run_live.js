@@ -70,7 +70,24 @@
     p.appendChild(document.createTextNode(" "));
   }
 
+  // R-Zero stages: one line per (iteration, phase), updated as its state changes.
+  function showStage(stage) {
+    document.getElementById("stages-card").hidden = false;
+    const key = stage.iteration + "-" + stage.phase;
+    let li = document.querySelector('#stages li[data-key="' + key + '"]');
+    if (!li) {
+      li = document.createElement("li");
+      li.dataset.key = key;
+      document.getElementById("stages").appendChild(li);
+    }
+    const details = Object.keys(stage).filter(function (k) { return ["iteration", "phase", "state", "step"].indexOf(k) < 0; })
+      .map(function (k) { return k + " " + JSON.stringify(stage[k]); }).join(", ");
+    li.textContent = "Iteration " + stage.iteration + " · " + stage.phase + ": " + stage.state + (details ? " (" + details + ")" : "");
+  }
+  (initial.stages || []).forEach(showStage);
+
   const handlers = {
+    stage: showStage,
     metrics: function (m) {
       document.getElementById("run-step").textContent = m.step;
       Object.keys(m.values).forEach(function (name) {

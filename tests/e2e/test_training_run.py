@@ -1,4 +1,5 @@
 """A real Celery worker process runs real TTRL runs end to end (rl.train as a child)."""
+import json
 import os
 import signal
 import time
@@ -57,11 +58,11 @@ def _trainer_pid(run_dir: Path) -> int | None:
     return None
 
 
-def test_cancelling_a_running_run_stops_it_within_seconds_and_keeps_its_checkpoint(api, live_user):
+def test_a_cancelled_run_stops_within_seconds_keeps_its_checkpoint_and_resumes_to_the_end(api, live_user):
     from django.conf import settings
 
     prompt_set = make_prompt_set(live_user, name="arith-cancel")
-    run = api.post("/runs", json={"name": "long", "method": "ttrl", "prompt_set": prompt_set.pk, "max_steps": 500,
+    run = api.post("/runs", json={"name": "long", "method": "ttrl", "prompt_set": prompt_set.pk, "max_steps": 12,
                                    "hyperparameters": SMALL_TTRL})
     api.wait_for(run["id"], lambda r: (r["last_step"] or 0) >= 1 or r["state"] in ("failed", "succeeded"), what="step 1")
     cancelled_at = time.monotonic()
@@ -69,8 +70,16 @@ def test_cancelling_a_running_run_stops_it_within_seconds_and_keeps_its_checkpoi
     final = api.wait_for(run["id"], lambda r: r["state"] not in ("queued", "running"), timeout=60)
     assert final["state"] == "cancelled", final
     assert time.monotonic() - cancelled_at < 30
-    events = (Path(settings.RUNS_DIR) / str(run["id"]) / "events.jsonl").read_text()
-    assert '"type": "checkpoint"' in events or '"type":"checkpoint"' in events
+    stopped_at = final["last_step"]
+    assert stopped_at < 12
+    events = [json.loads(line) for line in (Path(settings.RUNS_DIR) / str(run["id"]) / "events.jsonl").open()]
+    assert any(e["type"] == "checkpoint" and e["step"] == stopped_at for e in events)
+
+    api.post(f"/runs/{run['id']}/resume")
+    final = api.wait_for(run["id"], lambda r: r["state"] in ("succeeded", "failed", "cancelled"))
+    assert final["state"] == "succeeded" and final["last_step"] == 12, final
+    steps = api.get(f"/runs/{run['id']}/metrics?names=reward/mean")["metrics"]["reward/mean"]["steps"]
+    assert steps == list(range(1, 13))  # no step lost or repeated across the resume
 
 
 def test_a_killed_trainer_fails_the_run_and_the_worker_carries_on(api, live_user):

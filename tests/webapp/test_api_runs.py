@@ -115,3 +115,18 @@ def test_it_rejects_a_step_that_is_not_a_number(api_client, prompt_set, no_enque
     run_id = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk).json()["id"]
     response = api_client.get(f"/api/runs/{run_id}/rollouts?step=abc")
     assert response.status_code == 400 and response.json()["field"] == "step"
+
+
+def test_a_run_with_gpus_goes_to_the_gpu_queue(api_client, prompt_set, no_enqueue):
+    run = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, gpus=2).json()
+    assert run["gpus"] == 2 and run["queue"].endswith("gpu")
+
+
+def test_a_custom_model_defaults_to_one_gpu(api_client, prompt_set, no_enqueue):
+    run = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, model="/models/qwen3-4b").json()
+    assert run["gpus"] == 1 and run["queue"].endswith("gpu")
+
+
+def test_it_rejects_a_negative_gpu_count(api_client, prompt_set, no_enqueue):
+    response = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, gpus=-1)
+    assert response.status_code == 400 and response.json()["field"] == "gpus"

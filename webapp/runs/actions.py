@@ -20,9 +20,16 @@ class RunInputError(ValueError):
         return self.message
 
 
-def default_queue(model: str) -> str:
-    # The small default policy trains on CPU workers; anything else needs a GPU host.
-    return settings.QUEUE_PREFIX + ("cpu" if model == "default" else "gpu")
+MAX_GPUS = 64
+
+
+def default_gpus(model: str) -> int:
+    # The small default policy trains on a CPU worker; a real model wants a GPU.
+    return 0 if model == "default" else 1
+
+
+def queue_for(gpus: int) -> str:
+    return settings.QUEUE_PREFIX + ("gpu" if gpus > 0 else "cpu")
 
 
 def _enqueue(run: Run) -> None:
@@ -31,7 +38,8 @@ def _enqueue(run: Run) -> None:
     transaction.on_commit(lambda: train_run.apply_async(args=[run.pk], queue=run.queue))
 
 
-def launch_run(*, user, name, method, prompt_set, model="default", hyperparameters=None, max_steps=None, seed=0, queue=None) -> Run:
+def launch_run(*, user, name, method, prompt_set, model="default", hyperparameters=None, max_steps=None, seed=0,
+               gpus=None, queue=None) -> Run:
     name = (name or "").strip()
     if not name:
         raise RunInputError("a run needs a name", "name")
@@ -55,6 +63,14 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
     except (TypeError, ValueError):
         raise RunInputError(f"seed must be a whole number, not {seed!r}", "seed") from None
     model = (model or "default").strip()
+    if gpus in (None, ""):
+        gpus = default_gpus(model)
+    try:
+        gpus = int(gpus)
+    except (TypeError, ValueError):
+        raise RunInputError(f"gpus must be a whole number, not {gpus!r}", "gpus") from None
+    if not 0 <= gpus <= MAX_GPUS:
+        raise RunInputError(f"gpus must be between 0 and {MAX_GPUS}, not {gpus}", "gpus")
     with transaction.atomic():
         run = Run.objects.create(
             name=name,
@@ -64,7 +80,8 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
             hyperparameters=hyperparameters,
             max_steps=max_steps,
             seed=seed,
-            queue=queue or default_queue(model),
+            gpus=gpus,
+            queue=queue or queue_for(gpus),
             created_by=user,
         )
         _enqueue(run)
@@ -111,6 +128,7 @@ def clone_run(run: Run, *, user, name=None) -> Run:
         hyperparameters=run.hyperparameters,
         max_steps=run.max_steps,
         seed=run.seed,
+        gpus=run.gpus,
         queue=run.queue,
     )
     Run.objects.filter(pk=clone.pk).update(cloned_from=run)

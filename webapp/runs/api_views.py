@@ -48,6 +48,7 @@ def runs(request):
             hyperparameters=hyperparameters,
             max_steps=data.get("max_steps"),
             seed=data.get("seed", 0),
+            gpus=data.get("gpus"),
         )
     except RunInputError as exc:
         return error(str(exc), field=exc.field)
@@ -130,3 +131,13 @@ def run_group(request, pk, step, prompt_id):
     return JsonResponse(
         {**group.summary_json(), "similarity": group.similarity, "rollouts": [r.to_json() for r in group.rollouts.all()]}
     )
+
+
+@api_view(["GET"])
+def run_rzero_questions(request, pk, iteration):
+    run = _run_or_404(pk)
+    if run is None:
+        return error(f"no run with id {pk}", 404)
+    if iteration not in run.rzero_iterations():
+        return error(f"run {pk} has no R-Zero question set for iteration {iteration}", 404)
+    return JsonResponse({"run": run.pk, "iteration": iteration, "questions": run.rzero_questions(iteration)})

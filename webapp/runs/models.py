@@ -18,6 +18,9 @@ class Run(models.Model):
     max_steps = models.PositiveIntegerField()
     seed = models.IntegerField(default=0)
     queue = models.CharField(max_length=50, default="cpu")
+    # GPUs the trainer uses: 0 or 1 starts `python -m rl.train`, more starts it under
+    # `accelerate launch` with the DeepSpeed config shipped in rl/.
+    gpus = models.PositiveSmallIntegerField(default=0)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
     cloned_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="clones")
 
@@ -65,6 +68,33 @@ class Run(models.Model):
             "hyperparameters": self.hyperparameters,
         }
 
+    def rzero_iterations(self) -> list[int]:
+        """R-Zero iterations whose question sets are in the run directory."""
+        base = self.run_dir / "rzero"
+        if not base.is_dir():
+            return []
+        found = (p.name.removeprefix("iteration-") for p in base.glob("iteration-*") if p.is_dir())
+        return sorted(int(k) for k in found if k.isdigit())
+
+    def rzero_questions(self, iteration: int) -> list[dict]:
+        """The iteration's question pool (pool.jsonl, each with `kept`), or the kept set
+        alone (questions.jsonl) when the pool was not written."""
+        import json
+
+        folder = self.run_dir / "rzero" / f"iteration-{int(iteration)}"
+        for name in ("pool.jsonl", "questions.jsonl"):
+            path = folder / name
+            if path.is_file():
+                rows = []
+                with open(path, encoding="utf-8") as f:
+                    for line in f:
+                        if line.strip():
+                            row = json.loads(line)
+                            row.setdefault("kept", name == "questions.jsonl")
+                            rows.append(row)
+                return rows
+        return []
+
     def to_json(self):
         return {
             "id": self.pk,
@@ -76,6 +106,7 @@ class Run(models.Model):
             "max_steps": self.max_steps,
             "seed": self.seed,
             "queue": self.queue,
+            "gpus": self.gpus,
             "state": self.state,
             "message": self.message,
             "exit_code": self.exit_code,

@@ -1,7 +1,7 @@
 """Read-side helpers shared by the run pages and the JSON API."""
 from collections import defaultdict
 
-from .models import Group, MetricPoint, Run
+from .models import Group, MetricPoint, Run, RunEvent
 
 LIVE_CHART_METRICS = ["entropy", "response_length/mean", "reward/mean", "majority_ratio", "label_accuracy"]
 
@@ -34,3 +34,8 @@ def groups_at(run: Run, step: int | None, prompt_id: str | None = None):
     if prompt_id is not None:
         groups = groups.filter(prompt_id=prompt_id)
     return step, groups.order_by("seq").prefetch_related("rollouts")
+
+
+def stage_events(run: Run) -> list[dict]:
+    """R-Zero's stage events in order: {iteration, phase, state, ...}."""
+    return [e.payload for e in RunEvent.objects.filter(run=run, type="stage").order_by("seq")]

@@ -8,5 +8,6 @@ urlpatterns = [
     path("runs/new/", views.run_new, name="new"),
     path("runs/<int:pk>/", views.run_detail, name="detail"),
     path("runs/<int:pk>/rollouts/", views.run_rollouts, name="rollouts"),
+    path("runs/<int:pk>/questions/", views.run_questions, name="questions"),
     path("runs/<int:pk>/<str:action>/", views.run_action, name="action"),
 ]

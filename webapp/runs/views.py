@@ -10,7 +10,7 @@ from webapp.prompts.models import PromptSet
 
 from .actions import RunInputError, cancel_run, clone_run, launch_run, resume_run
 from .models import Run
-from .queries import LIVE_CHART_METRICS, group_steps, groups_at, metric_series
+from .queries import LIVE_CHART_METRICS, group_steps, groups_at, metric_series, stage_events
 
 
 @login_required
@@ -41,6 +41,7 @@ def run_new(request):
         "model": request.POST.get("model", "default"),
         "max_steps": request.POST.get("max_steps", "20"),
         "seed": request.POST.get("seed", "0"),
+        "gpus": request.POST.get("gpus", ""),
     }
     error = field = None
     if request.method == "POST":
@@ -60,6 +61,7 @@ def run_new(request):
                     hyperparameters=_hyperparameters_from_form(form["method"], request.POST),
                     max_steps=form["max_steps"],
                     seed=form["seed"],
+                    gpus=form["gpus"],
                 )
             except RunInputError as exc:
                 error, field = str(exc), exc.field
@@ -88,8 +90,24 @@ def run_detail(request, pk):
         "metrics": metric_series(run),
         "chart_metrics": LIVE_CHART_METRICS if run.prompt_set.has_labels else LIVE_CHART_METRICS[:-1],
         "steps": group_steps(run),
+        "stages": stage_events(run),
     }
-    return render(request, "runs/detail.html", {"run": run, "initial": initial})
+    return render(request, "runs/detail.html", {"run": run, "initial": initial, "iterations": run.rzero_iterations()})
+
+
+@login_required
+def run_questions(request, pk):
+    """R-Zero: the question pool of one iteration, with p̂, pseudo-label and kept flag."""
+    run = get_object_or_404(Run, pk=pk)
+    iterations = run.rzero_iterations()
+    iteration = request.GET.get("iteration")
+    iteration = int(iteration) if iteration and iteration.isdigit() else (iterations[-1] if iterations else None)
+    rows = run.rzero_questions(iteration) if iteration is not None else []
+    return render(
+        request,
+        "runs/questions.html",
+        {"run": run, "iteration": iteration, "iterations": iterations, "rows": rows, "kept": sum(1 for r in rows if r.get("kept"))},
+    )
 
 
 @login_required
