@@ -15,4 +15,5 @@ urlpatterns = [
     path("runs/<int:pk>/metrics", runs.run_metrics),
     path("runs/<int:pk>/rollouts", runs.run_rollouts),
     path("runs/<int:pk>/groups/<int:step>/<str:prompt_id>", runs.run_group),
+    path("runs/<int:pk>/rzero/<int:iteration>/questions", runs.run_rzero_questions),
 ]
