@@ -20,7 +20,7 @@
     div.dataset.metric = name;
     charts.appendChild(div);
     Plotly.newPlot(div, [{ x: [], y: [], mode: "lines+markers", name: name }], {
-      title: { text: name }, margin: { t: 40, r: 10, b: 40, l: 50 }, height: 260,
+      title: { text: name }, margin: { t: 40, r: 10, b: 40, l: 50 }, autosize: true,
       xaxis: { title: { text: "step" } },
     }, { displayModeBar: false, responsive: true });
     lastStep[name] = -Infinity;
