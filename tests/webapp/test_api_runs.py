@@ -130,3 +130,12 @@ def test_a_custom_model_defaults_to_one_gpu(api_client, prompt_set, no_enqueue):
 def test_it_rejects_a_negative_gpu_count(api_client, prompt_set, no_enqueue):
     response = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, gpus=-1)
     assert response.status_code == 400 and response.json()["field"] == "gpus"
+
+
+def test_it_refuses_darl_on_a_set_without_labels_unless_the_majority_is_the_reference(api_client, user, no_enqueue):
+    unlabelled = make_prompt_set(user, rows=[("a", "What is 1 + 1?", None)], name="plain")
+    response = post_run(api_client, name="x", method="darl", prompt_set=unlabelled.pk)
+    assert response.status_code == 400 and "use_majority_as_reference" in response.json()["error"]
+    response = post_run(api_client, name="x", method="darl", prompt_set=unlabelled.pk,
+                        hyperparameters={"use_majority_as_reference": True})
+    assert response.status_code == 201

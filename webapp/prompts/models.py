@@ -38,13 +38,17 @@ class PromptSet(models.Model):
             )
         return prompt_set
 
-    def trainer_rows(self):
+    def trainer_rows(self, with_references: bool = False):
         """Rows in the trainer's prompt file format (DESIGN §4.1). `label` is held out:
-        the trainer uses it for monitoring only."""
+        the trainer uses it for monitoring only. A method that needs references (DARL,
+        RLPR, RLVR) gets the label again as `reference`, which is how it uses the labels
+        explicitly; label-free methods never receive a `reference`."""
         for p in self.prompts.order_by("position"):
             row = {"id": p.external_id, "prompt": p.text}
             if p.label is not None:
                 row["label"] = p.label
+                if with_references:
+                    row["reference"] = p.label
             yield row
 
     def to_json(self):

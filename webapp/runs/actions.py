@@ -48,9 +48,12 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
         hyperparameters = validate_hyperparameters(method, hyperparameters or {})
     except HyperparameterError as exc:
         raise RunInputError(str(exc), exc.field) from exc
-    if spec.needs_references and not prompt_set.has_labels and not hyperparameters.get("use_majority_as_reference"):
+    needs_labels = spec.needs_references and not hyperparameters.get("use_majority_as_reference")
+    if needs_labels and not prompt_set.has_labels:
+        can_go_label_free = any(h.name == "use_majority_as_reference" for h in spec.hyperparameters)
+        hint = "; turn on use_majority_as_reference to run it label-free" if can_go_label_free else ""
         raise RunInputError(
-            f"{spec.title} needs reference answers and the prompt set {prompt_set.name!r} has none", "prompt_set"
+            f"{spec.title} needs reference answers and the prompt set {prompt_set.name!r} has no labels{hint}", "prompt_set"
         )
     try:
         max_steps = int(max_steps if max_steps not in (None, "") else 20)
