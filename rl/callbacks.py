@@ -33,8 +33,8 @@ TRL_METRIC_NAMES = {
     "grad_norm": "grad_norm",
     "learning_rate": "learning_rate",
 }
-EVOLAB_METRIC_NAMES = ("majority_ratio", "unique_answers", "time/generation", "time/reward", "label_accuracy",
-                       "maj@16", "pass@1", "pass@16")
+EVOLAB_METRIC_NAMES = ("majority_ratio", "unique_answers", "similarity/mean", "time/generation", "time/reward",
+                       "label_accuracy", "maj@16", "pass@1", "pass@16")
 
 
 def evolab_metrics(logs: dict) -> dict[str, float]:
@@ -75,6 +75,9 @@ class EventLogCallback(TrainerCallback):
         values = evolab_metrics(logs)
         if self._step_seconds is not None:
             values["time/step"] = self._step_seconds
+            # the rest of the step: old/reference log-probs, loss, backward and the optimizer step
+            spent = values.get("time/generation", 0.0) + values.get("time/reward", 0.0)
+            values["time/update"] = max(0.0, self._step_seconds - spent)
         if values:
             self.events.metrics(state.global_step, values)
             self.events.sync()  # flushed to disk at least once per step (DESIGN section 4.2)

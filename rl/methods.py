@@ -130,6 +130,9 @@ class Method:
     label_free: bool
     hyperparameters: tuple[Hyperparameter, ...]
     description: str = ""
+    # the prompt-row field read as y* when needs_references: "reference" (DARL, RLPR) or "label" (RLVR,
+    # the supervised upper bound, which uses the held-out label on purpose); see reference_field()
+    reference_field: str | None = None
 
     def to_json(self) -> dict:
         return {
@@ -137,6 +140,7 @@ class Method:
             "title": self.title,
             "paper": self.paper,
             "needs_references": self.needs_references,
+            "reference_field": self.reference_field,
             "label_free": self.label_free,
             "description": self.description,
             "hyperparameters": [h.to_json() for h in self.hyperparameters],
@@ -185,6 +189,8 @@ _SHARED = {
         _int("eval_every", 10, "Evaluate on the held-out labels every this many steps (0 never).", 0, 100000),
         _int("eval_samples", 16, "Samples per evaluation prompt, for pass@k and maj@k.", 1, 1024),
         _int("save_every", 50, "Write a checkpoint every this many steps (0 only at the end).", 0, 100000),
+        Hyperparameter("generation_backend", "choice", "hf", "Rollout generation: Hugging Face generate, or vLLM "
+                       "colocated on the training GPU (needs the vllm package and a GPU).", choices=("hf", "vllm")),
     )
 }
 
@@ -254,6 +260,7 @@ _METHOD_LIST = [
         title="DARL",
         paper=_DARL,
         needs_references=True,
+        reference_field="reference",
         label_free=False,
         description="RLPR's mean answer-token probability plus a small bonus for answers within a bounded distance of the reference.",
         hyperparameters=_shared(**_RLPR_TRAINING)
@@ -269,6 +276,7 @@ _METHOD_LIST = [
         title="RLPR",
         paper=_RLPR,
         needs_references=True,
+        reference_field="reference",
         label_free=False,
         description="Reward = mean token probability of the reference answer given the prompt and the sampled reasoning.",
         hyperparameters=_shared(**_RLPR_TRAINING),
@@ -284,7 +292,7 @@ _METHOD_LIST = [
         + (
             _int("iterations", 3, "Challenger/solver co-evolution iterations.", 1, 100),
             _int("questions_per_iteration", 8000, "Candidate questions the challenger writes per iteration (N).", 1, 1000000),
-            _int("challenger_rollouts", 4, "Questions sampled per challenger prompt in its GRPO step.", 1, 1024),
+            _int("challenger_rollouts", 4, "Questions sampled per challenger prompt in its GRPO step (a GRPO group: at least 2).", 2, 1024),
             _int("challenger_steps", 5, "Challenger GRPO steps per iteration.", 1, 100000),
             _int("solver_steps", 15, "Solver GRPO steps per iteration.", 1, 100000),
             _int("solver_samples", 10, "Solver answers per question (m) for the uncertainty reward and the filter.", 1, 1024),
@@ -326,6 +334,7 @@ _METHOD_LIST = [
         title="RLVR (supervised)",
         paper="GRPO with verifiable rewards (Shao et al. 2024, DeepSeekMath) — the supervised upper bound",
         needs_references=True,
+        reference_field="label",
         label_free=False,
         description="Reward 1 when the answer is equivalent to the prompt's label: needs labels, not label-free.",
         hyperparameters=_shared(n_votes=32, n_train=32),
@@ -340,6 +349,17 @@ def get_method(name: str) -> Method:
         return METHODS[name]
     except (KeyError, TypeError):
         raise HyperparameterError("method", f"unknown method {name!r}: expected one of {', '.join(METHODS)}") from None
+
+
+def reference_field(method: str, hyperparameters: dict) -> str | None:
+    """The prompt-row field a run of ``method`` reads as its reference y*, or None when it needs none.
+
+    DARL with use_majority_as_reference votes its own pseudo-reference and needs none.
+    """
+    spec = get_method(method)
+    if spec.reference_field is None or hyperparameters.get("use_majority_as_reference"):
+        return None
+    return spec.reference_field
 
 
 def validate_hyperparameters(method: str, values: dict | None) -> dict:

@@ -27,10 +27,11 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|trl)(\.|$)")
 
 from rl.events import EventWriter  # noqa: E402
-from rl.methods import HyperparameterError, validate_hyperparameters  # noqa: E402
+from rl.methods import HyperparameterError, reference_field, validate_hyperparameters  # noqa: E402
 from rl.policy import ModelPathError, resolve_model_path  # noqa: E402
 
-TRAINABLE_METHODS = ("ttrl",)  # the others are in the registry; the trainer learns them one by one
+TRAINABLE_METHODS = ("ttrl", "evol_rl", "compass", "darl", "rlpr", "em_token", "em_sequence", "self_consistency",
+                     "rlvr")
 CHECKPOINTS_DIR = "checkpoints"
 
 
@@ -104,12 +105,18 @@ def load_config(path: str | os.PathLike) -> RunConfig:
     if len(prompts) < hyperparameters["prompts_per_step"]:
         raise ConfigError("prompts_per_step", f"prompts_per_step={hyperparameters['prompts_per_step']} is invalid: "
                                               f"the prompt file has only {len(prompts)} prompt(s)")
+    check_references(method, hyperparameters, prompts)
     eval_path = raw.get("eval_prompts")
     eval_prompts = read_prompts(eval_path, "eval_prompts") if eval_path is not None else None
+    embedding_model = raw.get("embedding_model")
+    if embedding_model is not None and not (isinstance(embedding_model, str) and Path(embedding_model).is_dir()):
+        raise ConfigError("embedding_model", f"embedding_model={embedding_model!r} is not a local "
+                                             "sentence-transformers directory (null uses the default MiniLM)")
+    check_generation_backend(hyperparameters["generation_backend"])
 
     return RunConfig(method=method, model_path=model_path, prompts=prompts, eval_prompts=eval_prompts,
                      eval_prompt_set=Path(eval_path).stem if eval_path is not None else None,
-                     embedding_model=raw.get("embedding_model"), max_steps=max_steps, seed=seed,
+                     embedding_model=embedding_model, max_steps=max_steps, seed=seed,
                      hyperparameters=hyperparameters)
 
 
@@ -118,6 +125,36 @@ def _integer(raw: dict, key: str, minimum: int, default: int | None = None) -> i
     if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
         raise ConfigError(key, f"{key}={value!r} is invalid: expected an integer >= {minimum}")
     return value
+
+
+def check_references(method: str, hyperparameters: dict, prompts: list[dict]) -> None:
+    """DARL and RLPR read y* from each row's `reference`, RLVR from its `label`: every prompt needs one."""
+    field = reference_field(method, hyperparameters)
+    if field is None:
+        return
+    for number, row in enumerate(prompts, start=1):
+        if row.get(field) is None:
+            hint = ("; set use_majority_as_reference to run label-free" if method == "darl" else
+                    " (a held-out label is never used as a reference)" if field == "reference" else
+                    ": rlvr is the supervised baseline and rewards agreement with the label")
+            raise ConfigError("prompts", f"{method} needs a {field!r} for every prompt (row {number} "
+                                         f"{row['id']!r} has none){hint}")
+
+
+def check_generation_backend(backend: str) -> None:
+    """vLLM needs its package and a GPU; say so before any model is loaded."""
+    if backend != "vllm":
+        return
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise ConfigError("generation_backend", "generation_backend='vllm' needs the vllm package "
+                                                "(requirements-gpu.txt); use 'hf' on this machine")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ConfigError("generation_backend", "generation_backend='vllm' needs a CUDA GPU and none is "
+                                                "visible; use 'hf'")
 
 
 def read_prompts(path, field: str) -> list[dict]:
@@ -153,9 +190,10 @@ def read_prompts(path, field: str) -> list[dict]:
             raise ConfigError(field, f"{where} repeats id {prompt_id!r}")
         seen.add(prompt_id)
         label = row.get("label", row.get("answer"))  # held out: monitoring only, never a reward input
+        reference = row.get("reference")  # DARL / RLPR's y*: an explicit column, never the label
         prompts.append({"id": prompt_id, "prompt": prompt,
                         "label": None if label is None else str(label),
-                        "reference": row.get("reference")})
+                        "reference": None if reference is None else str(reference)})
     return prompts
 
 
@@ -171,6 +209,7 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
     from trl import GRPOConfig
 
     from rl.callbacks import EventLogCallback, PeriodicEval
+    from rl.similarity import Embedder
     from rl.trainer import LabelFreeGRPOTrainer
 
     hf_logging.disable_progress_bar()  # progress bars in a log file are noise
@@ -187,6 +226,15 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
     # so the held-out label stays in the id -> label map given to the trainer's LabelMonitor.
     dataset = Dataset.from_list([{"prompt": row["prompt"], "prompt_id": row["id"]} for row in config.prompts])
     labels = {row["id"]: row["label"] for row in config.prompts if row["label"] is not None}
+    field = reference_field(config.method, hp)  # None for the label-free methods: they get no references at all
+    references = {row["id"]: row[field] for row in config.prompts} if field else {}
+    # loaded once per run: every method's group event carries the similarity matrix of its rollouts
+    embedder = Embedder(config.embedding_model, device="cuda" if on_gpu else "cpu")
+
+    # EVOL-RL's ablation switches turn parts of the objective off without changing the code path
+    entropy_coef = hp["entropy_coef"] if hp.get("use_entropy_bonus", True) else 0.0
+    epsilon_high = hp["epsilon_high"] if hp.get("use_clip_high", True) else hp["epsilon"]
+    vllm = {"use_vllm": True, "vllm_mode": "colocate"} if hp["generation_backend"] == "vllm" else {}
 
     args = GRPOConfig(
         output_dir=str(run_dir / CHECKPOINTS_DIR),
@@ -209,12 +257,13 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
         lr_scheduler_type="constant",
         beta=hp["kl_coef"],
         epsilon=hp["epsilon"],
-        epsilon_high=hp["epsilon_high"],
-        entropy_coef=hp["entropy_coef"],
+        epsilon_high=epsilon_high,  # EVOL-RL / DAPO asymmetric clipping: ratios above 1 + epsilon_high are clipped
+        entropy_coef=entropy_coef,  # TRL: loss = L_policy − entropy_coef · H (EVOL-RL's entropy regulariser)
         save_strategy="steps",
         save_steps=hp["save_every"] or config.max_steps,  # 0: only the final checkpoint
         disable_dropout=True,
         dataloader_num_workers=0,
+        **vllm,
     )
     event_log = EventLogCallback(events, run_dir)
     callbacks = [event_log, stop]
@@ -225,7 +274,8 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
                                  max_new_tokens=hp["max_completion_length"], at_start=not resuming)
         callbacks.append(evaluator)
     trainer = LabelFreeGRPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                                   callbacks=callbacks, method=config.method, n_train=hp["n_train"], labels=labels)
+                                   callbacks=callbacks, method=config.method, n_train=hp["n_train"],
+                                   hyperparameters=hp, labels=labels, references=references, embedder=embedder)
     trainer.remove_callback(PrinterCallback)  # the event log is the record; keep stdout quiet
     event_log.trainer = trainer
     if evaluator is not None:
@@ -278,6 +328,21 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, resume: bool) -
     return "succeeded", f"{step} steps"
 
 
+MULTI_PROCESS_MESSAGE = (
+    "training on several processes is not supported yet: the vote, the novelty and the similarity matrix need "
+    "all n_votes rollouts of a prompt in one process, and TRL spreads a group over processes; run on one GPU "
+    "(rl.launch.trainer_command with gpus=1)")
+
+
+def refuse_multi_process(run_dir: Path) -> int:
+    """Every rank exits with status 2; only rank 0 writes the failed status, so the log keeps one writer."""
+    if int(os.environ.get("RANK", "0")) == 0:
+        with EventWriter(run_dir) as events:
+            events.status("failed", f"invalid config: {MULTI_PROCESS_MESSAGE}")
+    print(f"rl.train: invalid config (gpus): {MULTI_PROCESS_MESSAGE}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rl.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -286,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in RUN_DIR")
     args = parser.parse_args(argv)
     run_dir = Path(args.out)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # started by `accelerate launch` on several GPUs
+        return refuse_multi_process(run_dir)
 
     with EventWriter(run_dir) as events:
         try:

@@ -3,11 +3,13 @@
 What it adds to TRL 1.16's GRPOTrainer, in the order a step runs:
 
 1. generation (TRL, timed as `time/generation`);
-2. the reward (timed as `time/reward`): each prompt's n_votes rollouts are scored
-   together by the method's group scorer (TTRL: agreement with the majority
-   answer), from the completions alone. The dataset handed to TRL holds only
+2. the reward (timed as `time/reward`): every rollout is embedded once (the
+   G×G similarity matrix of each group goes to its `group` event, for every
+   method), then each prompt's n_votes rollouts are scored together by the
+   method's group scorer (rl/scoring.py). The dataset handed to TRL holds only
    `prompt` and `prompt_id`, because TRL passes every dataset column to reward
-   functions: held-out labels live in a separate `LabelMonitor`;
+   functions: held-out labels live in a separate `LabelMonitor`, and references
+   (DARL, RLPR, RLVR only) in `references`;
 3. n_train: only the first n_train rollouts of each group are trained on, with
    the GRPO advantage normalised over them (TTRL, DESIGN section 6); the rest of
    the batch is sliced away before the loss;
@@ -24,38 +26,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Sequence
 
+import numpy as np
 import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import nanstd
 
-from rl.answers import answers_equal, extract_boxed, majority_vote
-from rl.metrics import maj_at_k, majority_ratio, pass_at_k, unique_answers
-from rl.rewards.ttrl import ttrl_rewards
-
-
-# ---------------------------------------------------------------- group scoring (label-free)
-
-
-@dataclass
-class GroupScore:
-    """A label-free method's verdict on one prompt's rollouts."""
-
-    rewards: list[float]
-    majority_answer: str | None
-    similarity: list[list[float]] | None = None
-    extras: list[dict] | None = None  # one dict per rollout: method diagnostics for the `extra` field
-
-
-def score_ttrl(answers: Sequence[str | None], texts: Sequence[str]) -> GroupScore:
-    """TTRL: vote over all n_votes answers, reward agreement with the winner."""
-    majority = majority_vote(answers)  # TTRL: y* = the most frequent answer among the n_votes rollouts
-    return GroupScore(rewards=ttrl_rewards(answers, majority), majority_answer=majority)
-
-
-# method name -> group scorer; a scorer sees answers and texts, never labels
-GROUP_SCORERS: dict[str, Callable[[Sequence[str | None], Sequence[str]], GroupScore]] = {"ttrl": score_ttrl}
+from rl.answers import answers_equal
+from rl.metrics import maj_at_k, majority_ratio, pass_at_k, similarity_mean, unique_answers
+from rl.scoring import GROUP_SCORERS, Group, GroupScore, PolicyProbe, answer_rule
+from rl.similarity import cosine_similarity_matrix, reasoning_part
 
 
 # ---------------------------------------------------------------- held-out labels (monitoring only)
@@ -100,22 +81,36 @@ class _Batch:
     lengths: list[int] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
     scores: list[GroupScore] = field(default_factory=list)
+    similarities: list[np.ndarray] = field(default_factory=list)  # G×G cosine similarity of each group
 
 
 HELD_OUT_COLUMNS = {"label", "answer", "reference", "ground_truth", "solution", "reward_model"}
 
 
 class LabelFreeGRPOTrainer(GRPOTrainer):
-    """GRPOTrainer with a label-free group reward, TTRL's n_train, and per-rollout records."""
+    """GRPOTrainer with a group reward (rl.scoring), TTRL's n_train, and per-rollout records.
 
-    def __init__(self, *args, method: str, n_train: int, labels: dict[str, str] | None = None, **kwargs):
+    `hyperparameters` are the method's validated values (rl.methods); `references` maps prompt id to y* for
+    the methods that declare one (rl.scoring.reference_source) and is empty otherwise; `labels` are held
+    out and feed only the LabelMonitor; `embedder` (rl.similarity.Embedder) embeds every rollout once, for
+    the similarity matrix of every method and EVOL-RL's novelty.
+    """
+
+    def __init__(self, *args, method: str, n_train: int, hyperparameters: dict | None = None,
+                 labels: dict[str, str] | None = None, references: dict[str, str] | None = None,
+                 embedder=None, **kwargs):
         if method not in GROUP_SCORERS:
             raise ValueError(f"method {method!r} is not implemented in the trainer yet (available: "
                              f"{', '.join(GROUP_SCORERS)})")
         self.method = method
         self.scorer = GROUP_SCORERS[method]
+        self.extract_answer = answer_rule(method)
         self.n_train = n_train
+        self.hyperparameters = dict(hyperparameters or {}, n_train=n_train)
+        self.references = dict(references or {})
+        self.embedder = embedder
         self.label_monitor = LabelMonitor(labels or {})
+        self._prompt_ids: list[list[int]] = []  # token ids of the current batch's prompts, from _generate
         self.pending_groups: list[dict] = []  # group events of the current step, written by a callback
         self._batch = _Batch()
         self._capture_entropy = False
@@ -140,23 +135,41 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         if len(completions) % g:
             raise RuntimeError(f"a batch of {len(completions)} rollouts does not split into groups of {g}")
         batch = _Batch(prompt_ids=list(prompt_id), texts=list(completions),
-                       answers=[extract_boxed(text) for text in completions],
+                       answers=[self.extract_answer(text) for text in completions],
                        lengths=[len(ids) for ids in completion_ids])
+        # one embedding call for the whole batch; EVOL-RL embeds the text after </think> (DESIGN section 6)
+        embeddings = self.embedder.embed([reasoning_part(text) for text in completions])
+        probe = PolicyProbe(self.model, self.processing_class, self.temperature)
+        method_values: list[dict] = []
         for start in range(0, len(completions), g):  # TRL lays out each prompt's n_votes rollouts contiguously
             rows = slice(start, start + g)
             if len(set(batch.prompt_ids[rows])) != 1:
                 raise RuntimeError("rollouts of different prompts were mixed in one group")
-            score = self.scorer(batch.answers[rows], batch.texts[rows])
+            group = Group(prompt_id=batch.prompt_ids[start], prompt=prompts[start], texts=batch.texts[rows],
+                          answers=batch.answers[rows], prompt_ids=self._prompt_ids[start] if self._prompt_ids else [],
+                          completion_ids=[list(ids) for ids in completion_ids[rows]], embeddings=embeddings[rows],
+                          reference=self.references.get(batch.prompt_ids[start]))
+            score = self.scorer(group, self.hyperparameters, probe)
             batch.scores.append(score)
-            batch.rewards.extend(score.rewards)
+            batch.rewards.extend(float(r) for r in score.rewards)
+            batch.similarities.append(cosine_similarity_matrix(embeddings[rows]))
+            method_values.append(score.metrics)
         self._batch = batch
+        self._log_means(method_values)
         return batch.rewards
+
+    def _log_means(self, values: list[dict]) -> None:
+        """Each name's mean over the groups that report it, into TRL's buffer (averaged again by TRL's log())."""
+        for name in sorted({n for v in values for n in v}):
+            present = [v[name] for v in values if name in v]
+            self._metrics["train"][name].append(sum(present) / len(present))
 
     # -- timing of the two phases TRL does not time for us
 
     def _generate(self, prompts):
         started = time.perf_counter()
         result = super()._generate(prompts)
+        self._prompt_ids = [list(ids) for ids in result[0]]  # the exact tokens the rollouts continued
         if self.model.training:
             self._metrics["train"]["time/generation"].append(time.perf_counter() - started)
         return result
@@ -216,17 +229,18 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
                     "length": batch.lengths[i], "used_for_training": trained, "entropy": None,
                     "extra": score.extras[j] if score.extras else {},
                 })
+            similarity = batch.similarities[k]
             self.pending_groups.append({"prompt_id": batch.prompt_ids[k * g], "majority_answer": majority,
-                                        "similarity": score.similarity, "rollouts": rollouts, "_first_row": k * g})
+                                        "similarity": np.round(similarity, 3).tolist(), "rollouts": rollouts,
+                                        "_first_row": k * g})
             group_values.append({"majority_ratio": majority_ratio(answers, majority),
-                                 "unique_answers": unique_answers(answers)})
+                                 "unique_answers": unique_answers(answers),
+                                 "similarity/mean": similarity_mean(similarity)})
             labelled = self.label_monitor.group_metrics(batch.prompt_ids[k * g], answers, majority)
             if labelled is not None:
                 label_values.append(labelled)
         for values in (group_values, label_values):  # means over prompts, averaged again by TRL's log()
-            for name in sorted({n for v in values for n in v}):
-                present = [v[name] for v in values if name in v]
-                self._metrics["train"][name].append(sum(present) / len(present))
+            self._log_means([{n: x for n, x in v.items() if x is not None} for v in values])
 
     # -- per-rollout entropy, taken from the loss computation instead of a second forward pass
 

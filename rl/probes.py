@@ -1,0 +1,111 @@
+"""What some rewards need from the policy beyond the sampled text: one extra forward pass.
+
+- `token_statistics`: per generated token, the probabilities of the two most likely
+  tokens, the entropy of the predictive distribution and the log-probability of the
+  token that was sampled (COMPASS, EM-RL-Token, EM-RL-Sequence);
+- `answer_probabilities`: the mean token probability of an answer given the prompt and a
+  reasoning prefix (RLPR / DARL Eq. (5)), many (prefix, answer) pairs per forward pass.
+
+Both run without gradients in chunks bounded by a token budget, so a group of long
+rollouts from a large-vocabulary model never materialises all its logits at once.
+The distribution is the sampler's: logits divided by the sampling temperature.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+DEFAULT_TOKEN_BUDGET = 4096  # tokens per forward pass; bounds logits memory at budget × vocabulary
+
+
+@dataclass
+class TokenStatistics:
+    """One rollout's per-token statistics, one entry per generated token."""
+
+    top1: list[float]
+    top2: list[float]
+    entropy: list[float]
+    logprob: list[float]  # log-probability of the sampled token
+
+
+def _chunks(lengths: Sequence[int], budget: int) -> list[list[int]]:
+    """Row indices grouped so that rows × longest row stays within the token budget (at least one row)."""
+    chunks, current, longest = [], [], 0
+    for i, length in enumerate(lengths):
+        new_longest = max(longest, length)
+        if current and new_longest * (len(current) + 1) > budget:
+            chunks.append(current)
+            current, new_longest = [], length
+        current.append(i)
+        longest = new_longest
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _forward(model: Any, sequences: list[list[int]], pad_id: int) -> torch.Tensor:
+    """Float32 logits of right-padded sequences, (rows, longest, vocabulary)."""
+    device = next(model.parameters()).device
+    longest = max(len(s) for s in sequences)
+    input_ids = torch.full((len(sequences), longest), pad_id, dtype=torch.long, device=device)
+    attention = torch.zeros_like(input_ids)
+    for row, sequence in enumerate(sequences):
+        input_ids[row, : len(sequence)] = torch.tensor(sequence, dtype=torch.long)
+        attention[row, : len(sequence)] = 1
+    return model(input_ids=input_ids, attention_mask=attention).logits.float()
+
+
+@torch.no_grad()
+def token_statistics(model: Any, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]],
+                     temperature: float = 1.0, pad_id: int = 0,
+                     token_budget: int = DEFAULT_TOKEN_BUDGET) -> list[TokenStatistics]:
+    """Per-token top-1/top-2 probabilities, entropies and sampled-token log-probabilities of each completion."""
+    sequences = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids)]
+    results: list[TokenStatistics | None] = [None] * len(sequences)
+    for rows in _chunks([len(s) for s in sequences], token_budget):
+        logits = _forward(model, [sequences[i] for i in rows], pad_id)
+        for k, i in enumerate(rows):
+            start, n = len(prompt_ids[i]), len(completion_ids[i])
+            if n == 0:
+                results[i] = TokenStatistics([], [], [], [])
+                continue
+            # logits at position t predict token t + 1
+            logp = torch.log_softmax(logits[k, start - 1 : start - 1 + n] / temperature, dim=-1)
+            p = logp.exp()
+            top = p.topk(min(2, p.size(-1)), dim=-1).values
+            second = top[:, 1] if top.size(1) > 1 else torch.zeros_like(top[:, 0])
+            entropy = -(p * logp).sum(-1)  # H_t = −Σ_v p_v log p_v
+            sampled = torch.tensor(completion_ids[i], dtype=torch.long, device=logp.device)
+            results[i] = TokenStatistics(top1=top[:, 0].tolist(), top2=second.tolist(), entropy=entropy.tolist(),
+                                         logprob=logp.gather(1, sampled[:, None]).squeeze(1).tolist())
+    return results  # type: ignore[return-value]
+
+
+@torch.no_grad()
+def answer_probabilities(model: Any, tokenizer: Any, prefixes: Sequence[str], answers: Sequence[str],
+                         token_budget: int = DEFAULT_TOKEN_BUDGET) -> list[float]:
+    """r(y, z, x) = (1/|y|) Σ_i p_θ(y_i | x, z, y_<i) for each (prefix = x + z, answer = y) pair.  # DARL Eq. (5)
+
+    Tokenised exactly as rl.rewards.darl.answer_probability (no special tokens, prefix and
+    answer separately), so both give the same number; 0 for an empty answer.
+    """
+    prefix_ids = [list(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prefixes]
+    answer_ids = [list(tokenizer(a, add_special_tokens=False)["input_ids"]) for a in answers]
+    sequences = [p + a for p, a in zip(prefix_ids, answer_ids)]
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    results = [0.0] * len(sequences)
+    todo = [i for i, a in enumerate(answer_ids) if a]
+    for chunk in _chunks([len(sequences[i]) for i in todo], token_budget):
+        rows = [todo[j] for j in chunk]
+        logits = _forward(model, [sequences[i] for i in rows], pad_id)
+        for k, i in enumerate(rows):
+            start, n = len(prefix_ids[i]), len(answer_ids[i])
+            if start == 0:
+                raise ValueError("the prompt and reasoning are empty: the first answer token has no context")
+            probabilities = torch.softmax(logits[k, start - 1 : start - 1 + n], dim=-1)
+            targets = torch.tensor(answer_ids[i], dtype=torch.long, device=probabilities.device)
+            results[i] = float(probabilities.gather(1, targets[:, None]).mean())
+    return results

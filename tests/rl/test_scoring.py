@@ -1,0 +1,113 @@
+"""rl.scoring and rl.probes in process: the group scorers and the forward passes they rely on."""
+
+import numpy as np
+import pytest
+import torch
+
+from rl.methods import METHODS, reference_field, validate_hyperparameters
+from rl.policy import load_policy
+from rl.probes import _chunks, answer_probabilities, token_statistics
+from rl.rewards.darl import answer_probability
+from rl.scoring import GROUP_SCORERS, Group, PolicyProbe, answer_rule, reasoning_prefix
+
+
+@pytest.fixture(scope="module")
+def policy():
+    model, tokenizer = load_policy("default")
+    model.eval()
+    return model, tokenizer
+
+
+def make_group(texts, method="ttrl", reference=None, embeddings=None):
+    rule = answer_rule(method)
+    g = len(texts)
+    return Group(prompt_id="p", prompt="What is 2 + 3?", texts=list(texts), answers=[rule(t) for t in texts],
+                 prompt_ids=[5, 6, 7], completion_ids=[[8, 9]] * g,
+                 embeddings=np.eye(g) if embeddings is None else embeddings, reference=reference)
+
+
+def test_every_method_but_r_zero_has_a_group_scorer():
+    assert set(GROUP_SCORERS) == set(METHODS) - {"r_zero"}
+
+
+def test_batched_answer_probabilities_equal_the_one_at_a_time_reference_implementation(policy):
+    model, tokenizer = policy
+    prompt = "Tom has 3 apples and gets 4 more. How many apples does Tom have?"
+    texts = [" 3 + 4 = 7. The answer is \\boxed{", " 3 + 4 = 8. The answer is \\boxed{", " I think \\boxed{"]
+    answers = ["7", "8", "12"]
+    batched = answer_probabilities(model, tokenizer, [prompt + t for t in texts], answers, token_budget=40)
+    single = [answer_probability(model, tokenizer, prompt, t, a) for t, a in zip(texts, answers)]
+    assert batched == pytest.approx(single, abs=1e-5)
+    assert answer_probabilities(model, tokenizer, [prompt], [""]) == [0.0]
+
+
+def test_token_statistics_match_a_direct_forward_pass_whatever_the_chunking(policy):
+    model, tokenizer = policy
+    prompt_ids = tokenizer("What is 2 + 3?", add_special_tokens=False)["input_ids"]
+    completions = [tokenizer(t, add_special_tokens=False)["input_ids"]
+                   for t in [" 2 + 3 = 5. The answer is \\boxed{5}.", " 6", " 2 + 3 = 6."]]
+    wide = token_statistics(model, [prompt_ids] * 3, completions, temperature=0.7)
+    narrow = token_statistics(model, [prompt_ids] * 3, completions, temperature=0.7, token_budget=1)
+    for a, b, ids in zip(wide, narrow, completions):
+        assert len(a.top1) == len(a.entropy) == len(a.logprob) == len(ids)
+        assert a.logprob == pytest.approx(b.logprob, abs=1e-5) and a.entropy == pytest.approx(b.entropy, abs=1e-5)
+        assert all(t1 >= t2 >= 0 for t1, t2 in zip(a.top1, a.top2))
+        assert all(h >= -1e-6 for h in a.entropy)
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([prompt_ids + completions[0]])).logits[0] / 0.7
+    expected = torch.log_softmax(logits[len(prompt_ids) - 1:-1], -1).gather(1, torch.tensor(completions[0])[:, None])
+    assert wide[0].logprob == pytest.approx(expected.squeeze(1).tolist(), abs=1e-5)
+
+
+def test_chunks_respect_the_token_budget_and_keep_every_row():
+    chunks = _chunks([10, 10, 30, 5, 5, 5], budget=30)
+    assert [i for c in chunks for i in c] == list(range(6))
+    assert chunks == [[0, 1], [2], [3, 4, 5]]
+
+
+def test_evol_rl_gives_minus_one_to_a_box_without_a_digit_and_keeps_the_bands():
+    texts = ["so \\boxed{5}", "so \\boxed{5}", "so \\boxed{6}", "so \\boxed{x}"]
+    hp = validate_hyperparameters("evol_rl", {"n_votes": 4, "n_train": 4})
+    score = GROUP_SCORERS["evol_rl"](make_group(texts, "evol_rl"), hp, probe=None)
+    assert score.majority_answer == "5"
+    assert score.rewards[3] == -1.0  # EVOL-RL App. C.4: invalid
+    assert all(0.5 <= r <= 1.0 for r in score.rewards[:2]) and -1.0 <= score.rewards[2] <= -0.5
+    assert {"novelty_raw", "novelty"} <= set(score.extras[0]) and "evol_rl/novelty_mean" in score.metrics
+
+
+def test_evol_rl_without_novelty_gives_every_valid_response_the_middle_of_its_band():
+    texts = ["\\boxed{5}", "\\boxed{5}", "\\boxed{6}", "no answer"]
+    hp = validate_hyperparameters("evol_rl", {"n_votes": 4, "n_train": 4, "use_novelty": False})
+    assert GROUP_SCORERS["evol_rl"](make_group(texts, "evol_rl"), hp, None).rewards == [0.75, 0.75, -0.75, -1.0]
+
+
+def test_evol_rl_scores_novelty_among_the_trained_rollouts_only():
+    texts = ["\\boxed{5}"] * 3 + ["\\boxed{6}"]
+    hp = validate_hyperparameters("evol_rl", {"n_votes": 4, "n_train": 2})
+    score = GROUP_SCORERS["evol_rl"](make_group(texts, "evol_rl"), hp, None)
+    assert score.extras[2]["novelty"] is None and score.rewards[2:] == [0.75, -0.75]
+
+
+def test_darl_with_the_majority_as_reference_ignores_the_reference_field(policy):
+    probe = PolicyProbe(*policy, temperature=1.0)
+    texts = [" 2 + 3 = 5. The answer is \\boxed{5}."] * 3 + [" 2 + 3 = 6. The answer is \\boxed{6}."]
+    hp = validate_hyperparameters("darl", {"n_votes": 4, "n_train": 4, "use_majority_as_reference": True})
+    a = GROUP_SCORERS["darl"](make_group(texts, "darl", reference="5"), hp, probe)
+    b = GROUP_SCORERS["darl"](make_group(texts, "darl", reference="999"), hp, probe)
+    assert a.rewards == b.rewards
+    assert {"darl/r_ref_mean", "darl/r_gen_mean"} <= set(a.metrics)
+
+
+def test_the_reference_field_contract():
+    assert reference_field("darl", {"use_majority_as_reference": False}) == "reference"
+    assert reference_field("darl", {"use_majority_as_reference": True}) is None
+    assert reference_field("rlpr", {}) == "reference"
+    assert reference_field("rlvr", {}) == "label"
+    label_free = [m for m in METHODS if METHODS[m].label_free]
+    assert all(reference_field(m, {}) is None for m in label_free)
+    assert METHODS["darl"].to_json()["reference_field"] == "reference"
+
+
+def test_reasoning_prefix_ends_where_the_final_answer_starts():
+    assert reasoning_prefix("a \\boxed{1} then \\boxed{2}.") == "a \\boxed{1} then \\boxed{"
+    assert reasoning_prefix("no answer") == "no answer \\boxed{"
