@@ -16,6 +16,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from rl import launch
+from rl.methods import get_method
 from webapp.runs.models import Run, RunEvent
 
 from .ingest import EventTail, ingest_events
@@ -31,11 +33,10 @@ STDERR_TAIL_CHARS = 4000
 
 
 def trainer_command(run: Run, config_path, resume: bool) -> list[str]:
-    python = settings.TRAINER_PYTHON or sys.executable
-    command = [python, "-m", "rl.train", "--config", str(config_path), "--out", str(run.run_dir)]
-    if resume:
-        command.append("--resume")
-    return command
+    """`python -m rl.train ...` for 0 or 1 GPU, `accelerate launch ...` for more (rl/launch.py)."""
+    return launch.trainer_command(
+        config_path, run.run_dir, resume=resume, gpus=run.gpus, python=settings.TRAINER_PYTHON or sys.executable
+    )
 
 
 def _claim(run_id: int) -> Run | None:
@@ -55,11 +56,17 @@ def _claim(run_id: int) -> Run | None:
     return Run.objects.select_related("prompt_set").get(pk=run_id)
 
 
+def uses_references(run: Run) -> bool:
+    """DARL and RLPR score against references unless told to use the majority answer as a
+    pseudo-reference, in which case they run label-free and get no reference at all."""
+    return get_method(run.method).needs_references and not run.hyperparameters.get("use_majority_as_reference")
+
+
 def _prepare_run_dir(run: Run):
     run.run_dir.mkdir(parents=True, exist_ok=True)
     prompts_path = run.run_dir / "prompts.jsonl"
     with open(prompts_path, "w", encoding="utf-8") as f:
-        for row in run.prompt_set.trainer_rows():
+        for row in run.prompt_set.trainer_rows(with_references=uses_references(run)):
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     config_path = run.run_dir / "config.json"
     config_path.write_text(json.dumps(run.trainer_config(prompts_path), indent=2))

@@ -47,3 +47,28 @@ def test_it_writes_the_prompts_with_held_out_labels_and_the_trainer_config(user,
     assert config["method"] == "ttrl" and config["max_steps"] == 1 and config["model"] == "default"
     rows = [json.loads(line) for line in open(config["prompts"])]
     assert rows == [{"id": "p1", "prompt": "What is 2 + 3?", "label": "5"}, {"id": "p2", "prompt": "What is 7 - 4?", "label": "3"}]
+
+
+def test_it_launches_the_trainer_directly_for_one_gpu_and_under_accelerate_for_more(user):
+    from workers.supervisor import trainer_command
+
+    one = trainer_command(make_run(user, gpus=1), "/runs/1/config.json", resume=False)
+    assert one[1:5] == ["-m", "rl.train", "--config", "/runs/1/config.json"]
+    four = trainer_command(make_run(user, gpus=4), "/runs/2/config.json", resume=True)
+    assert "accelerate.commands.launch" in four and four[four.index("--num_processes") + 1] == "4"
+    assert four[-1] == "--resume"
+
+
+def test_only_a_method_that_needs_references_receives_the_labels_as_references(user):
+    import json
+
+    from workers.supervisor import _prepare_run_dir
+
+    cases = (("ttrl", {}, False), ("darl", {}, True), ("darl", {"use_majority_as_reference": True}, False))
+    for method, hyperparameters, expected in cases:
+        run = make_run(user, method=method, hyperparameters=hyperparameters)
+        config = json.loads(_prepare_run_dir(run).read_text())
+        rows = [json.loads(line) for line in open(config["prompts"])]
+        assert all(("reference" in row) is expected for row in rows), method
+        if expected:
+            assert [row["reference"] for row in rows] == ["5", "3"]
