@@ -109,3 +109,19 @@ def test_the_websocket_refuses_a_visitor_who_is_not_signed_in(live_stack, live_u
     origin = f"http://127.0.0.1:{live_stack.port}"
     with pytest.raises(InvalidStatus):
         connect(f"ws://127.0.0.1:{live_stack.port}/ws/runs/1/", origin=origin, open_timeout=10)
+
+
+def test_an_evol_rl_run_from_the_api_stores_similarity_matrices_and_novelty(api, live_user):
+    prompt_set = make_prompt_set(live_user, name="arith-evol")
+    run = api.post("/runs", json={"name": "evol", "method": "evol_rl", "prompt_set": prompt_set.pk, "max_steps": 1,
+                                   "hyperparameters": SMALL_TTRL})
+    final = api.wait_for(run["id"], lambda r: r["state"] in ("succeeded", "failed", "cancelled"))
+    assert final["state"] == "succeeded", final
+    metrics = api.get(f"/runs/{run['id']}/metrics")["metrics"]
+    assert {"similarity/mean", "evol_rl/novelty_mean"} <= set(metrics)
+    group = api.get(f"/runs/{run['id']}/rollouts?step=1")["groups"][0]
+    detail = api.get(f"/runs/{run['id']}/groups/1/{group['prompt_id']}")
+    size = SMALL_TTRL["n_votes"]
+    assert len(detail["similarity"]) == size and all(len(row) == size for row in detail["similarity"])
+    trained = [r for r in detail["rollouts"] if r["used_for_training"]]
+    assert all("novelty" in r["extra"] for r in trained)
