@@ -78,3 +78,22 @@ def synthetic_problems(n: int, seed: int = 0, exclude: set[str] | None = None) -
         seen.add(problem["prompt"])
         problems.append({"id": f"arith-{seed}-{len(problems)}", **problem})
     return problems
+
+
+# The R-Zero challenger's task (paper App. B.2, shortened for a 1M-parameter model): asked to
+# set a problem, the policy writes a new one between <question> tags, which is the format check
+# of the challenger reward. Without it the default policy would fail that check on every sample
+# and an R-Zero run on it would have no signal.
+CHALLENGER_PROMPT = ("You are a problem setter. Write one new arithmetic word problem. "
+                     "Output it as <question> problem </question>.")
+
+
+def challenger_examples(n: int, seed: int = 0) -> list[dict]:
+    """`n` challenger-task examples `{prompt, completion}`: the prompt above, a fresh problem as the answer.
+
+    Its own random stream (seeded apart from `synthetic_problems`), so adding these examples to
+    training leaves the arithmetic data and the held-out set unchanged.
+    """
+    rng = random.Random(f"challenger-{seed}")
+    return [{"prompt": CHALLENGER_PROMPT, "completion": f" <question> {make_problem(rng)['prompt']} </question>"}
+            for _ in range(n)]

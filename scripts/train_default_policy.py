@@ -7,9 +7,16 @@ validation set; the held-out set is only measured), so that majority voting
 over its rollouts carries signal: label-free RL on it has something to gain and
 something to lose.
 
+A second, short stage teaches it R-Zero's challenger task: given
+rl.arithmetic.CHALLENGER_PROMPT it writes "<question> a new problem </question>",
+so that an R-Zero run on it passes the challenger's format check. Its batches mix
+challenger examples with more arithmetic, so the arithmetic skill is kept.
+
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/train_default_policy.py
 
-Deterministic in --seed on CPU; takes a few minutes on 2 cores.
+Deterministic in --seed on CPU; takes a few minutes on 2 cores. `--init DIR` starts
+the second stage from an existing first-stage policy (its evaluation.json says how
+many steps it trained), which is what the first stage would have produced.
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rl.answers import extract_boxed  # noqa: E402
-from rl.arithmetic import synthetic_problems  # noqa: E402
+from rl.arithmetic import CHALLENGER_PROMPT, challenger_examples, synthetic_problems  # noqa: E402
 from rl.policy import DEFAULT_POLICY_DIR, HELDOUT_SEED, SAMPLE_PATH  # noqa: E402
+from rl.rewards.rzero import extract_question  # noqa: E402
 
 VALIDATION_SEED = 2000  # problems that decide when training stops; disjoint from the held-out set
 
@@ -117,49 +125,50 @@ def pass_at_1(model, tokenizer, problems, samples: int, seed: int) -> tuple[floa
     return sum(sum(c) / len(c) for c in correct) / len(correct), sampled
 
 
+def challenger_format_rate(model, tokenizer, samples: int, seed: int) -> tuple[float, list[str]]:
+    """Share of challenger completions at temperature 1.0 that pass R-Zero's <question> format check."""
+    model.eval()
+    torch.manual_seed(seed)
+    (texts,) = sample_answers(model, tokenizer, [CHALLENGER_PROMPT], samples, temperature=1.0, max_new_tokens=96)
+    model.train()
+    return sum(extract_question(t) is not None for t in texts) / samples, texts
+
+
+def train_challenger_task(model, tokenizer, arithmetic: list[dict], args) -> None:
+    """Stage 2: batches of challenger examples plus as many arithmetic problems, constant small rate."""
+    challenger = challenger_examples(args.challenger_steps * args.challenger_per_batch, seed=args.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.challenger_lr, weight_decay=0.01, betas=(0.9, 0.98))
+    started = time.time()
+    model.train()
+    for step in range(args.challenger_steps):
+        batch = arithmetic[step * args.challenger_per_batch:(step + 1) * args.challenger_per_batch]
+        batch = batch + challenger[step * args.challenger_per_batch:(step + 1) * args.challenger_per_batch]
+        input_ids, attention_mask, labels = encode_batch(tokenizer, batch)
+        loss = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if step % 25 == 0 or step == args.challenger_steps - 1:
+            print(f"challenger step {step:4d}  loss {loss.item():.4f}  {time.time() - started:.0f}s", flush=True)
+
+
 def evaluate(model, tokenizer, problems, samples: int, seed: int) -> dict:
     pass1, sampled = pass_at_1(model, tokenizer, problems, samples, seed)
+    question_rate, questions = challenger_format_rate(model, tokenizer, 64, seed)
     model.eval()
     greedy = sample_answers(model, tokenizer, [p["prompt"] for p in problems], 1, temperature=None)
     greedy_acc = sum(extract_boxed(t[0]) == p["answer"] for p, t in zip(problems, greedy)) / len(problems)
     boxed_rate = sum(extract_boxed(t) is not None for texts in sampled for t in texts) / (len(problems) * samples)
     return {"pass@1_temperature_1.0": round(pass1, 4), "greedy_accuracy": round(greedy_acc, 4),
             "boxed_rate_temperature_1.0": round(boxed_rate, 4), "problems": len(problems),
-            "samples_per_problem": samples, "example_completion": sampled[0][0]}
+            "samples_per_problem": samples, "example_completion": sampled[0][0],
+            "challenger_format_rate_temperature_1.0": round(question_rate, 4),
+            "example_challenger_completion": questions[0]}
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=DEFAULT_POLICY_DIR)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--steps", type=int, default=1600)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--d-model", type=int, default=128)
-    parser.add_argument("--layers", type=int, default=4)
-    parser.add_argument("--heads", type=int, default=4)
-    parser.add_argument("--heldout", type=int, default=256)
-    parser.add_argument("--eval-samples", type=int, default=4)
-    parser.add_argument("--target", type=float, default=0.5,
-                        help="stop once validation pass@1 at temperature 1.0 reaches this (0: train all steps)")
-    parser.add_argument("--check-every", type=int, default=50)
-    parser.add_argument("--check-after", type=int, default=800, help="first step at which the target is checked")
-    args = parser.parse_args(argv)
-
-    torch.set_num_threads(2)
-    torch.manual_seed(args.seed)
-    torch.use_deterministic_algorithms(True)
-
-    heldout = synthetic_problems(args.heldout, seed=HELDOUT_SEED)
-    # a separate validation set decides when to stop, so the held-out number stays an unbiased estimate
-    validation = synthetic_problems(128, seed=VALIDATION_SEED, exclude={p["prompt"] for p in heldout})
-    train = synthetic_problems(args.steps * args.batch_size, seed=args.seed + 1,
-                               exclude={p["prompt"] for p in heldout + validation})
-    tokenizer = build_tokenizer(args.seed)
-    model = build_model(tokenizer, args)
-    n_params = sum(p.numel() for p in model.parameters())
-    print(f"model: {n_params / 1e6:.2f}M parameters, {len(train)} training problems", flush=True)
-
+def train_arithmetic(model, tokenizer, train: list[dict], validation: list[dict], args):
+    """Stage 1: arithmetic until the validation target; returns (steps, validation pass@1, seconds)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
     warmup = max(1, args.steps // 20)
     # linear warmup then cosine decay to 10% of the peak rate
@@ -188,12 +197,67 @@ def main(argv=None) -> int:
             print(f"  step {steps_done}: validation pass@1 {validation_pass:.3f}", flush=True)
             if validation_pass >= args.target:
                 break
-    train_seconds = time.time() - started
+    return steps_done, validation_pass, time.time() - started
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=DEFAULT_POLICY_DIR)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=int, default=1600)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--heads", type=int, default=4)
+    parser.add_argument("--heldout", type=int, default=256)
+    parser.add_argument("--eval-samples", type=int, default=4)
+    parser.add_argument("--target", type=float, default=0.5,
+                        help="stop once validation pass@1 at temperature 1.0 reaches this (0: train all steps)")
+    parser.add_argument("--check-every", type=int, default=50)
+    parser.add_argument("--challenger-steps", type=int, default=300, help="stage 2 steps (0: no challenger task)")
+    parser.add_argument("--challenger-per-batch", type=int, default=32,
+                        help="stage 2 batches: this many challenger examples and as many arithmetic problems")
+    parser.add_argument("--challenger-lr", type=float, default=1e-3)
+    parser.add_argument("--init", type=Path, default=None,
+                        help="skip stage 1: start stage 2 from this first-stage policy folder")
+    parser.add_argument("--check-after", type=int, default=800, help="first step at which the target is checked")
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(2)
+    torch.manual_seed(args.seed)
+    torch.use_deterministic_algorithms(True)
+
+    heldout = synthetic_problems(args.heldout, seed=HELDOUT_SEED)
+    # a separate validation set decides when to stop, so the held-out number stays an unbiased estimate
+    validation = synthetic_problems(128, seed=VALIDATION_SEED, exclude={p["prompt"] for p in heldout})
+    train = synthetic_problems(args.steps * args.batch_size, seed=args.seed + 1,
+                               exclude={p["prompt"] for p in heldout + validation})
+    if args.init is None:
+        tokenizer = build_tokenizer(args.seed)
+        model = build_model(tokenizer, args)
+        print(f"model: {model.num_parameters() / 1e6:.2f}M parameters, {len(train)} training problems", flush=True)
+        steps_done, validation_pass, train_seconds = train_arithmetic(model, tokenizer, train, validation, args)
+    else:  # stage 1 already ran: its saved weights are exactly what it would produce again
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(args.init, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(args.init, local_files_only=True)
+        first = json.loads((args.init / "evaluation.json").read_text())
+        steps_done, validation_pass, train_seconds = first["train_steps"], first["validation_pass@1"], \
+            first["train_seconds"]
+    n_params = sum(p.numel() for p in model.parameters())
+    # stage 2 continues on the arithmetic problems stage 1 did not reach
+    started = time.time()
+    train_challenger_task(model, tokenizer, train[steps_done * args.batch_size:], args)
+    challenger_seconds = time.time() - started
 
     result = evaluate(model, tokenizer, heldout, args.eval_samples, seed=args.seed)
     result.update({"train_steps": steps_done, "schedule_steps": args.steps, "stop_target": args.target,
                    "validation_pass@1": None if validation_pass is None else round(validation_pass, 4),
-                   "batch_size": args.batch_size, "seed": args.seed,
+                   "batch_size": args.batch_size, "challenger_steps": args.challenger_steps,
+                   "challenger_per_batch": args.challenger_per_batch, "challenger_lr": args.challenger_lr,
+                   "challenger_seconds": round(challenger_seconds, 1), "seed": args.seed,
                    "parameters": n_params, "train_seconds": round(train_seconds, 1),
                    "heldout_seed": HELDOUT_SEED})
     print(json.dumps(result, indent=2), flush=True)
