@@ -79,8 +79,10 @@ class EventWriter:
             path = path.resolve().relative_to(self.run_dir.resolve())
         return self.write("checkpoint", step=int(step), path=path.as_posix())
 
-    def stage(self, iteration: int, phase: str, state: str) -> dict:
-        return self.write("stage", iteration=int(iteration), phase=phase, state=state)
+    def stage(self, iteration: int, phase: str, state: str, counts: dict[str, int] | None = None) -> dict:
+        """R-Zero phase boundaries; `counts` (steps, pool, valid, kept, questions) is optional."""
+        fields = {} if counts is None else {"counts": {k: int(v) for k, v in counts.items()}}
+        return self.write("stage", iteration=int(iteration), phase=phase, state=state, **fields)
 
     def status(self, state: str, message: str = "") -> dict:
         return self.write("status", state=state, message=message)
@@ -299,6 +301,8 @@ def validate_event(event: Any) -> None:
         _require(event["phase"] in STAGE_PHASES, where,
                  f"phase must be one of {', '.join(STAGE_PHASES)}, got {event['phase']!r}")
         _check(event, where, "state", "str")
+        if "counts" in event:
+            _check(event, where, "counts", "dict")
     elif kind == "status":
         _check(event, where, "state", "str")
         _require(event["state"] in STATUS_STATES, where,

@@ -31,7 +31,7 @@ from rl.methods import HyperparameterError, reference_field, validate_hyperparam
 from rl.policy import ModelPathError, resolve_model_path  # noqa: E402
 
 TRAINABLE_METHODS = ("ttrl", "evol_rl", "compass", "darl", "rlpr", "em_token", "em_sequence", "self_consistency",
-                     "rlvr")
+                     "rlvr", "r_zero")
 CHECKPOINTS_DIR = "checkpoints"
 
 
@@ -102,7 +102,7 @@ def load_config(path: str | os.PathLike) -> RunConfig:
         raise ConfigError("model", str(e)) from None
 
     prompts = read_prompts(raw.get("prompts"), "prompts")
-    if len(prompts) < hyperparameters["prompts_per_step"]:
+    if method != "r_zero" and len(prompts) < hyperparameters["prompts_per_step"]:  # R-Zero reads no prompts
         raise ConfigError("prompts_per_step", f"prompts_per_step={hyperparameters['prompts_per_step']} is invalid: "
                                               f"the prompt file has only {len(prompts)} prompt(s)")
     check_references(method, hyperparameters, prompts)
@@ -305,6 +305,9 @@ def _note_superseded_steps(events: EventWriter, checkpoint: Path | None) -> None
 
 def train(config: RunConfig, run_dir: Path, events: EventWriter, resume: bool) -> tuple[str, str]:
     """Run training; returns the final status event's (state, message): succeeded or cancelled."""
+    if config.method == "r_zero":  # challenger/solver co-evolution: its own loop of GRPO phases (rl/rzero.py)
+        from rl.rzero import train_rzero
+        return train_rzero(config, run_dir, events, resume)
     from rl.callbacks import GracefulStop
 
     stop = GracefulStop()
