@@ -44,3 +44,9 @@ def test_the_run_page_shows_stages_and_links_the_question_sets(client, user, rze
     client.force_login(user)
     page = client.get(f"/runs/{rzero_run.pk}/").content.decode()
     assert '"phase": "challenger"' in page and "?iteration=1" in page
+
+
+def test_an_r_zero_run_counts_its_steps_from_iterations_and_phases(user):
+    run = Run(method="r_zero", max_steps=2, hyperparameters={"iterations": 3, "challenger_steps": 5, "solver_steps": 15})
+    assert run.total_steps == 60
+    assert Run(method="ttrl", max_steps=2, hyperparameters={}).total_steps == 2

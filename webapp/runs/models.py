@@ -49,6 +49,15 @@ class Run(models.Model):
         return settings.RUNS_DIR / str(self.pk)
 
     @property
+    def total_steps(self) -> int:
+        """Steps the run will log. R-Zero ignores max_steps: each iteration trains the
+        challenger, then the solver, on one step counter."""
+        hp = self.hyperparameters
+        if self.method == "r_zero" and {"iterations", "challenger_steps", "solver_steps"} <= hp.keys():
+            return hp["iterations"] * (hp["challenger_steps"] + hp["solver_steps"])
+        return self.max_steps
+
+    @property
     def is_terminal(self) -> bool:
         return self.state in self.TERMINAL
 
@@ -64,6 +73,7 @@ class Run(models.Model):
             "eval_prompts": None,
             "embedding_model": None,
             "max_steps": self.max_steps,
+            "total_steps": self.total_steps,
             "seed": self.seed,
             "hyperparameters": self.hyperparameters,
         }
@@ -104,6 +114,7 @@ class Run(models.Model):
             "model": self.model,
             "hyperparameters": self.hyperparameters,
             "max_steps": self.max_steps,
+            "total_steps": self.total_steps,
             "seed": self.seed,
             "queue": self.queue,
             "gpus": self.gpus,
