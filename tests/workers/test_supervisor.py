@@ -44,6 +44,8 @@ def test_it_writes_the_prompts_with_held_out_labels_and_the_trainer_config(user,
 
     run = make_run(user)
     config = json.loads(_prepare_run_dir(run).read_text())
+    # Exactly DESIGN §4.1's keys: the trainer refuses any other.
+    assert set(config) == {"method", "model", "prompts", "eval_prompts", "embedding_model", "max_steps", "seed", "hyperparameters"}
     assert config["method"] == "ttrl" and config["max_steps"] == 1 and config["model"] == "default"
     rows = [json.loads(line) for line in open(config["prompts"])]
     assert rows == [{"id": "p1", "prompt": "What is 2 + 3?", "label": "5"}, {"id": "p2", "prompt": "What is 7 - 4?", "label": "3"}]

@@ -73,7 +73,6 @@ class Run(models.Model):
             "eval_prompts": None,
             "embedding_model": None,
             "max_steps": self.max_steps,
-            "total_steps": self.total_steps,
             "seed": self.seed,
             "hyperparameters": self.hyperparameters,
         }
