@@ -65,8 +65,9 @@ class EventLogCallback(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if self._step_started is not None:  # generation + loss + optimizer, unlike TRL's step_time
             self._step_seconds = time.perf_counter() - self._step_started
+        groups = self.trainer.pop_groups()  # collective with several processes: every rank calls it
         if state.is_world_process_zero:
-            for group in self.trainer.pop_groups():
+            for group in groups:
                 self.events.group(state.global_step, **group)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
@@ -106,10 +107,25 @@ class GracefulStop(TrainerCallback):
         self.signal_name = signal.Signals(signum).name
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.requested:
+        if self._anyone_requested():
             control.should_save = True
             control.should_training_stop = True
         return control
+
+
+    def _anyone_requested(self) -> bool:
+        """With several processes, stop when any rank was signalled: ranks that stopped at different steps
+        would hang in the next collective. A signal reaches every rank of `accelerate launch` anyway (torchrun
+        forwards it), but not necessarily before the same step ends."""
+        import torch.distributed as dist
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+            return self.requested
+        from accelerate import PartialState
+        flag = torch.tensor([1.0 if self.requested else 0.0], device=PartialState().device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+        if flag.item() and not self.requested:
+            self.requested, self.signal_name = True, self.signal_name or "SIGTERM"  # another rank's signal
+        return self.requested
 
 
 class PeriodicEval(TrainerCallback):

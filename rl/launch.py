@@ -7,10 +7,13 @@ The supervisor calls `trainer_command(...)` and runs what it returns:
   --num_processes N -m rl.train ...` (DeepSpeed ZeRO-2 by default, ZeRO-3 for policies
   whose weights do not fit one GPU).
 
-Honest status: the multi-GPU command is well formed, but rl.train refuses to run on more
-than one process today (a group's n_votes rollouts must be scored together, and TRL
-spreads a group over processes); it exits with status 2 after one `status: failed`
-event that says so. Use gpus=1 until group-aware splitting lands.
+On several processes each rank generates its share of the step's rollouts; the
+trainer gathers them so every prompt's n_votes rollouts are scored together, and
+each rank trains on its own slice of the first n_train (rl/trainer.py). Rank 0
+alone writes events. prompts_per_step × n_votes must split evenly over the
+processes, and R-Zero runs on one process only; both fail with status 2 and one
+`status: failed` event otherwise. Tested for real with two CPU processes (gloo,
+tests/rl/accelerate_cpu.yaml); the DeepSpeed configs themselves need GPUs.
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ trains with LabelFreeGRPOTrainer and appends events to RUN_DIR/events.jsonl.
 Exit status: 0 on success or on a graceful cancel (SIGTERM: the step in progress
 finishes, a checkpoint is written, `status: cancelled`); 2 for a bad config and
 1 for a failure during training, both after a `status: failed` event.
+
+Under `accelerate launch --num_processes N` (rl.launch) every rank runs this; the
+prompts_per_step × n_votes rollouts of a step are split evenly over the ranks, and
+rank 0 alone writes events.jsonl.
 """
 
 from __future__ import annotations
@@ -246,7 +250,8 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
         max_steps=config.max_steps,
         seed=config.seed,
         data_seed=config.seed,
-        per_device_train_batch_size=hp["prompts_per_step"] * hp["n_votes"],  # one generation batch per step
+        # one generation batch per step, split evenly over the processes (check_processes made sure it splits)
+        per_device_train_batch_size=hp["prompts_per_step"] * hp["n_votes"] // world_size(),
         gradient_accumulation_steps=1,
         steps_per_generation=1,
         num_generations=hp["n_votes"],  # TTRL: the vote is over all n_votes rollouts
@@ -331,19 +336,41 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, resume: bool) -
     return "succeeded", f"{step} steps"
 
 
-MULTI_PROCESS_MESSAGE = (
-    "training on several processes is not supported yet: the vote, the novelty and the similarity matrix need "
-    "all n_votes rollouts of a prompt in one process, and TRL spreads a group over processes; run on one GPU "
-    "(rl.launch.trainer_command with gpus=1)")
+# ---------------------------------------------------------------- several processes (accelerate launch)
 
 
-def refuse_multi_process(run_dir: Path) -> int:
-    """Every rank exits with status 2; only rank 0 writes the failed status, so the log keeps one writer."""
-    if int(os.environ.get("RANK", "0")) == 0:
-        with EventWriter(run_dir) as events:
-            events.status("failed", f"invalid config: {MULTI_PROCESS_MESSAGE}")
-    print(f"rl.train: invalid config (gpus): {MULTI_PROCESS_MESSAGE}", file=sys.stderr)
-    return 2
+def world_size() -> int:
+    return int(os.environ.get("WORLD_SIZE", "1"))
+
+
+def check_processes(config: RunConfig, processes: int) -> None:
+    """What a run on several processes needs beyond a valid config."""
+    if processes <= 1:
+        return
+    if config.method == "r_zero":  # its own loop of phases, with per-iteration files, written for one process
+        raise ConfigError("gpus", "r_zero runs on one process only; start it with gpus=1")
+    rollouts = config.hyperparameters["prompts_per_step"] * config.hyperparameters["n_votes"]
+    if rollouts % processes:
+        raise ConfigError("prompts_per_step", f"prompts_per_step × n_votes = {rollouts} rollouts per step do not "
+                                              f"split evenly over {processes} processes")
+
+
+class SilentEvents:
+    """What ranks other than 0 hold instead of an EventWriter: the same calls, nothing written, so the log
+    keeps a single writer and one `seq` sequence."""
+
+    def __init__(self, run_dir: Path):
+        from rl.events import EVENTS_FILE
+        self.path = Path(run_dir) / EVENTS_FILE
+
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+    def __enter__(self) -> "SilentEvents":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -354,12 +381,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in RUN_DIR")
     args = parser.parse_args(argv)
     run_dir = Path(args.out)
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # started by `accelerate launch` on several GPUs
-        return refuse_multi_process(run_dir)
-
-    with EventWriter(run_dir) as events:
+    writer = EventWriter if int(os.environ.get("RANK", "0")) == 0 else SilentEvents
+    with writer(run_dir) as events:
         try:
             config = load_config(args.config)
+            check_processes(config, world_size())
         except ConfigError as e:
             events.status("failed", f"invalid config: {e}")
             print(f"rl.train: invalid config ({e.field}): {e}", file=sys.stderr)

@@ -18,8 +18,15 @@ What it adds to TRL 1.16's GRPOTrainer, in the order a step runs:
 5. what happened is left in `pending_groups` and TRL's metric buffer, for the
    callbacks in rl/callbacks.py to write to the event log.
 
-Single process only for now: a group must not be split across processes, since
-the vote needs all of its answers.
+Several processes (`accelerate launch`): TRL lays the generation batch out as
+contiguous groups and hands each rank a contiguous slice, so a group can straddle
+ranks. The reward therefore gathers every rank's rollouts (accelerate's
+gather_object, in rank order, the order TRL gathers rewards in), and every rank
+scores the same complete groups; each keeps its own slice of the rewards, the
+n_train rows and the advantages, so both match a single-process run of the same
+rollouts. Every rank scores (deterministically) rather than rank 0 alone because
+the policy probes of COMPASS and DARL run forward passes, which under DeepSpeed
+ZeRO-3 are collective. Rank 0 alone writes events (rl.callbacks).
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from typing import Sequence
 
 import numpy as np
 import torch
+from accelerate.utils import gather, gather_object
 from trl import GRPOTrainer
 from trl.trainer.utils import nanstd
 
@@ -115,22 +123,38 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         self._batch = _Batch()
         self._capture_entropy = False
         self._captured_entropies: torch.Tensor | None = None
+        self._entropies: dict[int, float] = {}  # this rank's trained rollouts: global batch row -> mean entropy
         columns = set(getattr(kwargs.get("train_dataset"), "column_names", None) or ())
         leaking = columns & HELD_OUT_COLUMNS
         if leaking:  # TRL would pass these columns to the reward function as keyword arguments
             raise ValueError(f"the training dataset must not carry held-out columns {sorted(leaking)}; "
                              "pass labels= instead (monitoring only)")
         super().__init__(*args, reward_funcs=[self.label_free_reward], **kwargs)
-        if self.accelerator.num_processes > 1:
-            raise ValueError("LabelFreeGRPOTrainer runs in a single process for now: the majority vote needs all "
-                             "n_votes rollouts of a prompt, which TRL may spread over processes")
         if not 1 <= n_train <= self.num_generations:
             raise ValueError(f"n_train={n_train} must be in [1, n_votes={self.num_generations}]")
 
     # -- the reward TRL calls: completions in, one reward per completion out. It reads only what TRL passes
     #    (prompts, completions, token ids, prompt_id); labels stay in self.label_monitor, which it never touches.
 
+    def _everyone(self, values: list) -> list:
+        """This rank's rows followed by the other ranks' in rank order: the global generation batch."""
+        return list(values) if self.accelerator.num_processes == 1 else gather_object(list(values))
+
+    def _local_rows(self, n_local: int) -> range:
+        """Where this rank's rows sit in the global batch (TRL's `process_slice`)."""
+        start = self.accelerator.process_index * n_local
+        return range(start, start + n_local)
+
     def label_free_reward(self, prompts, completions, completion_ids, prompt_id, **_unused) -> list[float]:
+        n_local = len(completions)
+        # the vote needs each group whole: score the global batch, then hand TRL this rank's rewards only
+        prompts, completions, prompt_id = self._everyone(prompts), self._everyone(completions), self._everyone(prompt_id)
+        completion_ids = self._everyone([list(ids) for ids in completion_ids])
+        rewards = self._score_batch(prompts, completions, completion_ids, prompt_id)
+        rows = self._local_rows(n_local)
+        return rewards[rows.start:rows.stop]
+
+    def _score_batch(self, prompts, completions, completion_ids, prompt_id) -> list[float]:
         g = self.num_generations
         if len(completions) % g:
             raise RuntimeError(f"a batch of {len(completions)} rollouts does not split into groups of {g}")
@@ -169,7 +193,8 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
     def _generate(self, prompts):
         started = time.perf_counter()
         result = super()._generate(prompts)
-        self._prompt_ids = [list(ids) for ids in result[0]]  # the exact tokens the rollouts continued
+        # the exact tokens the rollouts continued, for the whole batch (the reward scores every rank's rows)
+        self._prompt_ids = self._everyone([list(ids) for ids in result[0]])
         if self.model.training:
             self._metrics["train"]["time/generation"].append(time.perf_counter() - started)
         return result
@@ -189,9 +214,7 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
             return output
         g, n_train = self.num_generations, self.n_train
         size = output["completion_ids"].size(0)
-        rows = torch.arange(size, device=output["completion_ids"].device)
-        keep = rows.view(-1, g)[:, :n_train].reshape(-1)  # TTRL: vote over all n_votes, train on the first n_train
-
+        local = self._local_rows(size)
         rewards = torch.tensor(self._batch.rewards, dtype=torch.float32).view(-1, g)[:, :n_train]
         # GRPO advantage, normalised within each group over the trained rollouts: A = (r - mean) / (std + 1e-4),
         # exactly TRL's scale_rewards="group" formula (Bessel-corrected std); one trained rollout gets 0
@@ -199,16 +222,43 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         std = nanstd(rewards, dim=1, keepdim=True) if n_train > 1 else torch.zeros_like(mean)
         advantages = torch.nan_to_num((rewards - mean) / (std + 1e-4), nan=0.0)
 
+        # TTRL: vote over all n_votes, train on the first n_train of each group: this rank's share of them
+        trained = [i for i in local if i % g < n_train]
+        padding = self._padding_rows(local, len(trained))
+        device = output["completion_ids"].device
+        keep = torch.tensor([i - local.start for i in trained + padding], dtype=torch.long, device=device)
         sliced = {}
         for key, value in output.items():
             is_row_tensor = isinstance(value, torch.Tensor) and value.dim() > 0 and value.size(0) == size
             sliced[key] = value[keep] if is_row_tensor else value
-        sliced["advantages"] = advantages.reshape(-1).to(output["advantages"].device)
-        sliced["num_items_in_batch"] = sliced["completion_mask"].sum()  # DAPO's token count, trained rollouts only
-        sliced["rollout_index"] = keep  # survives TRL's shuffle, so loss-time entropies map back to rollouts
+        row_advantage = {k * g + j: a for k, group in enumerate(advantages.tolist()) for j, a in enumerate(group)}
+        sliced["advantages"] = torch.tensor([row_advantage[i] for i in trained] + [0.0] * len(padding),
+                                            dtype=torch.float32, device=output["advantages"].device)
+        if padding:  # rows that only even out the ranks' batches: no token of theirs reaches the loss
+            sliced["completion_mask"][len(trained):] = 0
+        # DAPO's token count over the trained rollouts of every rank, as TRL counts it (its loss divides by
+        # num_items_in_batch / num_processes)
+        sliced["num_items_in_batch"] = gather(sliced["completion_mask"].sum()).sum()
+        # global rows survive TRL's shuffle, so loss-time entropies map back to rollouts; -1 marks padding
+        sliced["rollout_index"] = torch.tensor(trained + [-1] * len(padding), dtype=torch.long, device=device)
 
+        self._entropies = {}
         self._record_groups(advantages.tolist())
         return sliced
+
+    def _padding_rows(self, local: range, n_trained: int) -> list[int]:
+        """Untrained rows this rank adds so that every rank's batch has as many rows as the largest.
+
+        When a group straddles ranks, its first n_train rows may all land on one rank; ranks must still run
+        the same number of forward/backward passes (DDP and DeepSpeed synchronise gradients), so a rank with
+        fewer trained rows pads with its untrained ones, masked out of the loss. With whole groups per rank
+        (the usual layout) every rank trains as many rows and nothing is padded.
+        """
+        g, n_train, n_local = self.num_generations, self.n_train, len(local)
+        most = max(sum(1 for i in range(r * n_local, (r + 1) * n_local) if i % g < n_train)
+                   for r in range(self.accelerator.num_processes))
+        untrained = [i for i in local if i % g >= n_train]
+        return untrained[:most - n_trained]
 
     def _record_groups(self, advantages: list[list[float]]) -> None:
         batch, g = self._batch, self.num_generations
@@ -263,16 +313,23 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         return loss
 
     def _store_entropies(self, rows: list[int], values: list[float]) -> None:
-        g = self.num_generations
-        by_first_row = {group["_first_row"]: group for group in self.pending_groups}
-        for row, value in zip(rows, values):
-            group = by_first_row.get(row - row % g)
-            if group is not None:
-                group["rollouts"][row % g]["entropy"] = float(value)
+        self._entropies.update({row: float(value) for row, value in zip(rows, values) if row >= 0})
 
     def pop_groups(self) -> list[dict]:
-        """The current step's group records, once; the event callback writes them."""
+        """The current step's group records, once; the event callback writes them.
+
+        Collective with several processes (each rank computed the entropies of its own rows), so every rank
+        calls it; all return the same records and rank 0 writes them.
+        """
+        g = self.num_generations
+        entropies = {}
+        for part in self._everyone([self._entropies]):
+            entropies.update(part)
+        self._entropies = {}
         groups, self.pending_groups = self.pending_groups, []
-        for group in groups:
-            group.pop("_first_row", None)
+        by_first_row = {group.pop("_first_row"): group for group in groups}
+        for row, value in entropies.items():
+            group = by_first_row.get(row - row % g)
+            if group is not None:
+                group["rollouts"][row % g]["entropy"] = value
         return groups
