@@ -80,7 +80,7 @@
       li.dataset.key = key;
       document.getElementById("stages").appendChild(li);
     }
-    const details = Object.keys(stage).filter(function (k) { return ["iteration", "phase", "state", "step"].indexOf(k) < 0; })
+    const details = Object.keys(stage).filter(function (k) { return ["type", "iteration", "phase", "state", "step"].indexOf(k) < 0; })
       .map(function (k) { return k + " " + JSON.stringify(stage[k]); }).join(", ");
     li.textContent = "Iteration " + stage.iteration + " · " + stage.phase + ": " + stage.state + (details ? " (" + details + ")" : "");
   }

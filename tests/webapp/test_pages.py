@@ -92,3 +92,13 @@ def test_the_rollout_page_draws_a_heatmap_when_the_group_has_a_similarity_matrix
     page = signed_in.get(f"/runs/{run.pk}/rollouts/?step=1").content.decode()
     assert 'id="heatmap-1"' in page and '<script id="heatmap-1-data" type="application/json">[[1.0, 0.25], [0.25, 1.0]]</script>' in page
     assert 'id="heatmap-2"' not in page  # the second group has no matrix
+
+
+def test_the_run_page_charts_the_methods_own_signals(signed_in, user):
+    prompt_set = make_prompt_set(user)
+    evol = Run.objects.create(name="e", method="evol_rl", prompt_set=prompt_set, max_steps=1, created_by=user)
+    rzero = Run.objects.create(name="z", method="r_zero", prompt_set=prompt_set, max_steps=1, created_by=user)
+    evol_page = signed_in.get(f"/runs/{evol.pk}/").content.decode()
+    assert '"evol_rl/novelty_mean"' in evol_page and '"label_accuracy"' in evol_page
+    rzero_page = signed_in.get(f"/runs/{rzero.pk}/").content.decode()
+    assert '"rzero/uncertainty_mean"' in rzero_page and '"label_accuracy"' not in rzero_page.split('"chart_metrics"')[1].split("]")[0]

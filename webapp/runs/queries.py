@@ -4,6 +4,22 @@ from collections import defaultdict
 from .models import Group, MetricPoint, Run, RunEvent
 
 LIVE_CHART_METRICS = ["entropy", "response_length/mean", "reward/mean", "majority_ratio", "label_accuracy"]
+# Collapse shows as rollouts growing alike; each method adds the signal its paper watches.
+METHOD_CHART_METRICS = {
+    "evol_rl": ["similarity/mean", "evol_rl/novelty_mean"],
+    "compass": ["similarity/mean", "compass/credibility_mean"],
+    "darl": ["similarity/mean", "darl/bonus_ratio"],
+    "r_zero": ["rzero/uncertainty_mean", "rzero/repetition_penalty_mean", "rzero/kept_questions"],
+}
+
+
+def chart_metrics(run: Run) -> list[str]:
+    """The run page's charts: the health signals, label accuracy where labels exist (R-Zero's
+    solver trains on pseudo-labels and logs none), then the method's own signals."""
+    names = [n for n in LIVE_CHART_METRICS if n != "label_accuracy"]
+    if run.prompt_set.has_labels and run.method != "r_zero":
+        names.append("label_accuracy")
+    return names + METHOD_CHART_METRICS.get(run.method, ["similarity/mean"])
 
 
 def metric_series(run: Run, names: list[str] | None = None) -> dict:

@@ -10,7 +10,7 @@ from webapp.prompts.models import PromptSet
 
 from .actions import RunInputError, cancel_run, clone_run, launch_run, resume_run
 from .models import Run
-from .queries import LIVE_CHART_METRICS, group_steps, groups_at, metric_series, stage_events
+from .queries import chart_metrics, group_steps, groups_at, metric_series, stage_events
 
 
 @login_required
@@ -88,7 +88,7 @@ def run_detail(request, pk):
     initial = {
         "run": run.to_json(),
         "metrics": metric_series(run),
-        "chart_metrics": LIVE_CHART_METRICS if run.prompt_set.has_labels else LIVE_CHART_METRICS[:-1],
+        "chart_metrics": chart_metrics(run),
         "steps": group_steps(run),
         "stages": stage_events(run),
     }
