@@ -34,7 +34,7 @@ def test_a_two_step_ttrl_run_succeeds_and_streams_its_metrics(api, live_stack, l
     # What the browser was sent while the run trained:
     metric_messages = live.of_type("metrics")
     assert metric_messages, live.messages
-    assert [m["step"] for m in metric_messages][-2:] == [1, 2] or {m["step"] for m in metric_messages} >= {1, 2}
+    assert {m["step"] for m in metric_messages} >= {1, 2}
     assert DASHBOARD_METRICS <= set(metric_messages[-1]["values"])
     assert live.of_type("group") and live.of_type("status")[-1]["state"] == "succeeded"
     # What the database holds:

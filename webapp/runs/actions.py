@@ -3,8 +3,12 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from rl.methods import HyperparameterError, get_method, validate_hyperparameters
+
+from workers.live import push
+from workers.tasks import train_run
 
 from .models import Run
 
@@ -33,8 +37,6 @@ def queue_for(gpus: int) -> str:
 
 
 def _enqueue(run: Run) -> None:
-    from workers.tasks import train_run
-
     transaction.on_commit(lambda: train_run.apply_async(args=[run.pk], queue=run.queue))
 
 
@@ -96,9 +98,6 @@ def cancel_run(run: Run) -> Run:
     sends SIGTERM, after which the trainer checkpoints and exits."""
     with transaction.atomic():
         Run.objects.filter(pk=run.pk, state__in=[Run.QUEUED, Run.RUNNING]).update(cancel_requested=True)
-    from workers.live import push
-    from django.utils import timezone
-
     if Run.objects.filter(pk=run.pk, state=Run.QUEUED).update(
         state=Run.CANCELLED, finished_at=timezone.now(), message="cancelled before it started"
     ):

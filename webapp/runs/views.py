@@ -1,5 +1,4 @@
-import json
-
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -9,6 +8,7 @@ from rl.methods import METHODS
 from webapp.prompts.models import PromptSet
 
 from .actions import RunInputError, cancel_run, clone_run, launch_run, resume_run
+from .health import check
 from .models import Run
 from .queries import chart_metrics, group_steps, groups_at, metric_series, stage_events
 
@@ -137,14 +137,10 @@ def run_action(request, pk, action):
         elif action == "clone":
             run = clone_run(run, user=request.user)
     except RunInputError as exc:
-        from django.contrib import messages
-
         messages.error(request, str(exc))
     return redirect(run)
 
 
 def healthz(request):
-    from .health import check
-
     status, body = check()
     return JsonResponse(body, status=status)
