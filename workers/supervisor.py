@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from rl import launch
 from rl.methods import get_method
+from webapp.runs.actions import end_cancelled_before_start
 from webapp.runs.models import Run, RunEvent
 
 from .ingest import EventTail, ingest_events
@@ -47,11 +48,7 @@ def _claim(run_id: int) -> Run | None:
             state=Run.RUNNING, started_at=timezone.now(), finished_at=None, exit_code=None, message=""
         )
     if not claimed:
-        # A queued run whose cancel arrived before a worker picked it up ends here.
-        if Run.objects.filter(pk=run_id, state=Run.QUEUED, cancel_requested=True).update(
-            state=Run.CANCELLED, finished_at=timezone.now(), message="cancelled before it started"
-        ):
-            push(run_id, [{"type": "status", "state": Run.CANCELLED, "message": "cancelled before it started"}])
+        end_cancelled_before_start(run_id)
         return None
     return Run.objects.select_related("prompt_set").get(pk=run_id)
 
@@ -125,6 +122,22 @@ def supervise(run_id: int) -> str | None:
             # (`make demo`'s Ctrl-C, a deploy) also SIGTERMs the trainer, which then
             # checkpoints, so the run ends `cancelled` and can be resumed.
         )
+    try:
+        exit_code, cancel_sent = _watch(run, child)
+    except Exception as exc:
+        # The supervisor itself failed (a corrupt log line, a lost database): stop the
+        # trainer rather than leave it training unwatched, and say why on the run.
+        child.kill()
+        child.wait()
+        _finish(run, Run.FAILED, f"the run supervisor stopped: {exc}", child.returncode, _tail(stderr_path))
+        raise
+    state, message = _final_state(run, exit_code, cancel_sent)
+    _finish(run, state, message, exit_code, _tail(stderr_path) if state == Run.FAILED else "")
+    return state
+
+
+def _watch(run: Run, child: subprocess.Popen) -> tuple[int, bool]:
+    """Ingest the log until the child exits, relaying a cancel as SIGTERM."""
     tail = EventTail(run.run_dir / "events.jsonl")
     cancel_sent_at = None
     while True:
@@ -139,16 +152,17 @@ def supervise(run_id: int) -> str | None:
             child.kill()
         time.sleep(POLL_SECONDS)
     ingest_events(run, tail.read_new())
+    return exit_code, cancel_sent_at is not None
 
-    state, message = _final_state(run, exit_code, cancel_sent_at is not None)
+
+def _finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tail: str) -> None:
     Run.objects.filter(pk=run.pk).update(
         state=state,
         message=message,
         exit_code=exit_code,
-        stderr_tail=_tail(stderr_path) if state == Run.FAILED else "",
+        stderr_tail=stderr_tail,
         finished_at=timezone.now(),
         cancel_requested=False,
     )
     push(run.pk, [{"type": "status", "state": state, "message": message}])
     log.info("run %s ended %s (exit code %s)", run.pk, state, exit_code)
-    return state

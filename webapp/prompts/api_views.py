@@ -8,6 +8,10 @@ from .models import PromptSet
 PREVIEW_ROWS = 5
 
 
+def _with_preview(prompt_set):
+    return {**prompt_set.to_json(), "preview": [p.to_json() for p in prompt_set.prompts.all()[:PREVIEW_ROWS]]}
+
+
 @api_view(["GET", "POST"])
 def prompt_sets(request):
     if request.method == "GET":
@@ -19,9 +23,7 @@ def prompt_sets(request):
         prompt_set = upload_prompt_set(user=request.user, name=request.POST.get("name", ""), uploaded_file=uploaded)
     except PromptFileError as exc:
         return error(str(exc), field="file")
-    data = prompt_set.to_json()
-    data["preview"] = [p.to_json() for p in prompt_set.prompts.all()[:PREVIEW_ROWS]]
-    return JsonResponse(data, status=201)
+    return JsonResponse(_with_preview(prompt_set), status=201)
 
 
 @api_view(["GET"])
@@ -29,6 +31,4 @@ def prompt_set_detail(request, pk):
     prompt_set = PromptSet.objects.filter(pk=pk).first()
     if prompt_set is None:
         return error(f"no prompt set with id {pk}", 404)
-    data = prompt_set.to_json()
-    data["preview"] = [p.to_json() for p in prompt_set.prompts.all()[:PREVIEW_ROWS]]
-    return JsonResponse(data)
+    return JsonResponse(_with_preview(prompt_set))

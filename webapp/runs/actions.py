@@ -8,7 +8,6 @@ from django.utils import timezone
 from rl.methods import HyperparameterError, get_method, validate_hyperparameters
 
 from workers.live import push
-from workers.tasks import train_run
 
 from .models import Run
 
@@ -37,6 +36,9 @@ def queue_for(gpus: int) -> str:
 
 
 def _enqueue(run: Run) -> None:
+    # Imported here: workers.tasks imports the supervisor, which imports this module.
+    from workers.tasks import train_run
+
     transaction.on_commit(lambda: train_run.apply_async(args=[run.pk], queue=run.queue))
 
 
@@ -96,20 +98,29 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
 def cancel_run(run: Run) -> Run:
     """A queued run is cancelled at once; a running one is flagged and its supervisor
     sends SIGTERM, after which the trainer checkpoints and exits."""
-    with transaction.atomic():
-        Run.objects.filter(pk=run.pk, state__in=[Run.QUEUED, Run.RUNNING]).update(cancel_requested=True)
-    if Run.objects.filter(pk=run.pk, state=Run.QUEUED).update(
-        state=Run.CANCELLED, finished_at=timezone.now(), message="cancelled before it started"
-    ):
-        push(run.pk, [{"type": "status", "state": Run.CANCELLED, "message": "cancelled before it started"}])
+    Run.objects.filter(pk=run.pk, state__in=[Run.QUEUED, Run.RUNNING]).update(cancel_requested=True)
+    end_cancelled_before_start(run.pk)
     run.refresh_from_db()
     return run
+
+
+def end_cancelled_before_start(run_id: int) -> bool:
+    """A queued run with a cancel request ends `cancelled` and watchers are told. Called
+    by cancel_run and by a supervisor that finds such a run, whichever comes first."""
+    message = "cancelled before it started"
+    ended = Run.objects.filter(pk=run_id, state=Run.QUEUED, cancel_requested=True).update(
+        state=Run.CANCELLED, finished_at=timezone.now(), message=message
+    )
+    if ended:
+        push(run_id, [{"type": "status", "state": Run.CANCELLED, "message": message}])
+    return bool(ended)
 
 
 def resume_run(run: Run) -> Run:
     if run.state not in (Run.CANCELLED, Run.FAILED):
         raise RunInputError(f"only a cancelled or failed run can be resumed; this one is {run.state}", "state")
-    if not (run.run_dir / "checkpoints").exists() and not any(run.run_dir.glob("checkpoint*")):
+    checkpoints = run.run_dir / "checkpoints"
+    if not checkpoints.is_dir() or not any(checkpoints.iterdir()):
         raise RunInputError("this run has no checkpoint to resume from", "state")
     with transaction.atomic():
         Run.objects.filter(pk=run.pk).update(

@@ -1,3 +1,5 @@
+from functools import wraps
+
 from django.http import JsonResponse
 
 from rl.methods import METHODS
@@ -9,8 +11,17 @@ from .models import Group, Run
 from .queries import group_steps, groups_at, metric_series
 
 
-def _run_or_404(pk):
-    return Run.objects.select_related("created_by").filter(pk=pk).first()
+def with_run(view):
+    """Look the run up once for every /api/runs/{id}/... view: a JSON 404 when it is missing."""
+
+    @wraps(view)
+    def wrapper(request, pk, *args, **kwargs):
+        run = Run.objects.select_related("created_by").filter(pk=pk).first()
+        if run is None:
+            return error(f"no run with id {pk}", 404)
+        return view(request, run, *args, **kwargs)
+
+    return wrapper
 
 
 @api_view(["GET"])
@@ -56,19 +67,15 @@ def runs(request):
 
 
 @api_view(["GET"])
-def run_detail(request, pk):
-    run = _run_or_404(pk)
-    if run is None:
-        return error(f"no run with id {pk}", 404)
+@with_run
+def run_detail(request, run):
     return JsonResponse(run.to_json())
 
 
 def _action(act):
     @api_view(["POST"])
-    def view(request, pk):
-        run = _run_or_404(pk)
-        if run is None:
-            return error(f"no run with id {pk}", 404)
+    @with_run
+    def view(request, run):
         try:
             result = act(request, run)
         except RunInputError as exc:
@@ -86,19 +93,15 @@ run_clone = _action(lambda request, run: clone_run(run, user=request.user, name=
 
 
 @api_view(["GET"])
-def run_metrics(request, pk):
-    run = _run_or_404(pk)
-    if run is None:
-        return error(f"no run with id {pk}", 404)
+@with_run
+def run_metrics(request, run):
     names = [n for n in request.GET.get("names", "").split(",") if n]
     return JsonResponse({"run": run.pk, "metrics": metric_series(run, names or None)})
 
 
 @api_view(["GET"])
-def run_rollouts(request, pk):
-    run = _run_or_404(pk)
-    if run is None:
-        return error(f"no run with id {pk}", 404)
+@with_run
+def run_rollouts(request, run):
     step = request.GET.get("step")
     if step not in (None, ""):
         try:
@@ -121,23 +124,19 @@ def run_rollouts(request, pk):
 
 
 @api_view(["GET"])
-def run_group(request, pk, step, prompt_id):
-    run = _run_or_404(pk)
-    if run is None:
-        return error(f"no run with id {pk}", 404)
+@with_run
+def run_group(request, run, step, prompt_id):
     group = Group.objects.filter(run=run, step=step, prompt_id=prompt_id).order_by("-seq").first()
     if group is None:
-        return error(f"run {pk} has no group for prompt {prompt_id!r} at step {step}", 404)
+        return error(f"run {run.pk} has no group for prompt {prompt_id!r} at step {step}", 404)
     return JsonResponse(
         {**group.summary_json(), "similarity": group.similarity, "rollouts": [r.to_json() for r in group.rollouts.all()]}
     )
 
 
 @api_view(["GET"])
-def run_rzero_questions(request, pk, iteration):
-    run = _run_or_404(pk)
-    if run is None:
-        return error(f"no run with id {pk}", 404)
+@with_run
+def run_rzero_questions(request, run, iteration):
     if iteration not in run.rzero_iterations():
-        return error(f"run {pk} has no R-Zero question set for iteration {iteration}", 404)
+        return error(f"run {run.pk} has no R-Zero question set for iteration {iteration}", 404)
     return JsonResponse({"run": run.pk, "iteration": iteration, "questions": run.rzero_questions(iteration)})
