@@ -41,10 +41,19 @@ def _number(value):
     return None if math.isnan(value) or math.isinf(value) else float(value)
 
 
+def _text(value):
+    """Model output is arbitrary text, and PostgreSQL refuses NUL characters in text and
+    JSON columns: a NUL becomes U+FFFD, the replacement character."""
+    return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
+
+
 def _json_safe(value):
-    """JSON columns reject NaN and infinities; they become null like in metric rows."""
+    """JSON columns reject NaN and infinities (they become null, as in metric rows) and,
+    on PostgreSQL, NUL characters (see _text)."""
     if isinstance(value, float):
         return _number(value)
+    if isinstance(value, str):
+        return _text(value)
     if isinstance(value, dict):
         return {k: _json_safe(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -142,8 +151,8 @@ def _store_groups(run, events):
                 run=run,
                 seq=e["seq"],
                 step=e["step"],
-                prompt_id=str(e["prompt_id"]),
-                majority_answer=e.get("majority_answer"),
+                prompt_id=_text(str(e["prompt_id"])),
+                majority_answer=_text(e.get("majority_answer")),
                 similarity=_json_safe(e.get("similarity")),
             )
             for e in group_events
@@ -156,8 +165,8 @@ def _store_groups(run, events):
                 Rollout(
                     group=group,
                     index=r["index"],
-                    text=r.get("text", ""),
-                    answer=r.get("answer"),
+                    text=_text(r.get("text", "")),
+                    answer=_text(r.get("answer")),
                     valid=bool(r.get("valid")),
                     in_majority=bool(r.get("in_majority")),
                     reward=_number(r.get("reward")),

@@ -81,3 +81,15 @@ def test_the_tail_leaves_a_half_written_line_for_the_next_read(tmp_path):
 
 def test_the_tail_of_a_missing_log_is_empty(tmp_path):
     assert EventTail(tmp_path / "events.jsonl").read_new() == []
+
+
+def test_it_stores_model_output_containing_nul_characters(run):
+    # The tiny byte-level policy can emit a NUL; PostgreSQL refuses it in text and JSON columns.
+    events = event_log(steps=1)
+    group = events[1]
+    group["majority_answer"] = "5\x00"
+    group["rollouts"][0].update(text="so \x00 \\boxed{5\x00}", answer="5\x00", extra={"note": "a\x00b"})
+    assert ingest_events(run, events) == len(events)
+    rollout = Rollout.objects.get(group__run=run, group__seq=group["seq"], index=0)
+    assert rollout.text == "so \ufffd \\boxed{5\ufffd}" and rollout.answer == "5\ufffd" and rollout.extra == {"note": "a\ufffdb"}
+    assert Group.objects.get(run=run, seq=group["seq"]).majority_answer == "5\ufffd"
