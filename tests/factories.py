@@ -3,13 +3,38 @@ from webapp.prompts.models import PromptSet
 from webapp.prompts.parsing import PromptRow, ParsedPromptSet
 
 
-def make_prompt_set(owner, rows=None, name="arith"):
+def make_team(name="lab", **members):
+    """A team with members given as username=role; users are created when missing."""
+    from django.contrib.auth import get_user_model
+
+    from webapp.accounts.models import Membership, Team
+
+    team, _ = Team.objects.get_or_create(name=name)
+    for username, role in members.items():
+        user, _ = get_user_model().objects.get_or_create(username=username)
+        Membership.objects.update_or_create(team=team, user=user, defaults={"role": role})
+    return team
+
+
+def team_of(user):
+    """The user's only team, made (with the user as admin) when they have none."""
+    from webapp.accounts.models import Membership, Team
+
+    team = Team.objects.of(user).first()
+    if team is None:
+        team, _ = Team.objects.get_or_create(name=f"team-{user.username}")
+        Membership.objects.create(team=team, user=user, role=Membership.ADMIN)
+    return team
+
+
+def make_prompt_set(owner, rows=None, name="arith", team=None):
     rows = rows or [("p1", "What is 2 + 3?", "5"), ("p2", "What is 7 - 4?", "3")]
     parsed = ParsedPromptSet(
         rows=[PromptRow(id=i, prompt=p, label=label, position=n) for n, (i, p, label) in enumerate(rows, 1)],
         format="json",
     )
-    return PromptSet.create_from_parsed(name=name, owner=owner, filename=f"{name}.json", parsed=parsed)
+    return PromptSet.create_from_parsed(name=name, owner=owner, team=team or team_of(owner), filename=f"{name}.json",
+                                        parsed=parsed)
 
 
 def event_log(steps=2, prompts=("p1", "p2"), group_size=4, start_seq=0, start_step=1):

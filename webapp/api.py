@@ -2,7 +2,10 @@
 import json
 from functools import wraps
 
+from django.core.exceptions import PermissionDenied
 from django.http import JsonResponse
+
+from webapp.accounts.access import TeamChoiceError
 
 
 def error(message: str, status: int = 400, field: str | None = None) -> JsonResponse:
@@ -14,7 +17,8 @@ def error(message: str, status: int = 400, field: str | None = None) -> JsonResp
 
 def api_view(methods):
     """Authenticated JSON endpoint: 401 without a session or valid token, 405 for other
-    methods. Views stay thin; errors are JSON with a 4xx status, never a 500 for bad input."""
+    methods, 403 when the user's role in the object's team is too low. Views stay thin;
+    errors are JSON with a 4xx status, never a 500 for bad input."""
 
     def decorator(view):
         @wraps(view)
@@ -25,7 +29,12 @@ def api_view(methods):
                 if getattr(request, "token_auth_attempted", False):
                     return error("the API token is not valid", 401)
                 return error("sign in or send 'Authorization: Token KEY'", 401)
-            return view(request, *args, **kwargs)
+            try:
+                return view(request, *args, **kwargs)
+            except PermissionDenied as exc:
+                return error(str(exc) or "you may not do this", 403)
+            except TeamChoiceError as exc:
+                return error(exc.message, exc.status, field=exc.field)
 
         wrapper.csrf_exempt = False
         return wrapper

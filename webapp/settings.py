@@ -36,6 +36,7 @@ INSTALLED_APPS = [
     "webapp.accounts",
     "webapp.prompts",
     "webapp.runs",
+    "webapp.alerts",
 ]
 
 MIDDLEWARE = [
@@ -63,6 +64,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "webapp.accounts.context_processors.teams",
             ],
         },
     },
@@ -128,6 +130,24 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 PROMPT_FILE_MAX_BYTES = int(os.environ.get("EVOLAB_PROMPT_FILE_MAX_BYTES", 20 * 1024 * 1024))
 DATA_UPLOAD_MAX_MEMORY_SIZE = PROMPT_FILE_MAX_BYTES + 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = PROMPT_FILE_MAX_BYTES + 1024 * 1024
+
+# Alerts (DESIGN §4.5): links in notifications point here; webhooks retry with backoff.
+EVOLAB_BASE_URL = os.environ.get("EVOLAB_BASE_URL", "http://127.0.0.1:" + os.environ.get("PORT", "8000"))
+WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("EVOLAB_WEBHOOK_RETRY_BASE_SECONDS", 10))
+WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("EVOLAB_WEBHOOK_MAX_ATTEMPTS", 5))
+
+# Email: SMTP when EMAIL_HOST is set, else the console (the demo prints alert emails).
+# EMAIL_BACKEND overrides both (the tests use the file backend to read the real outbox).
+EMAIL_HOST = os.environ.get("EMAIL_HOST", "")
+EMAIL_PORT = int(os.environ.get("EMAIL_PORT", 587))
+EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = os.environ.get("EMAIL_USE_TLS", "1") == "1"
+EMAIL_BACKEND = os.environ.get("EMAIL_BACKEND") or (
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend"
+)
+EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(DATA_DIR / "outbox"))
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "evolab@localhost")
 
 # The trainer child process runs with this interpreter (the venv's).
 TRAINER_PYTHON = os.environ.get("EVOLAB_TRAINER_PYTHON", "")

@@ -12,5 +12,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("webapp.api_urls")),
     path("prompt-sets/", include("webapp.prompts.urls")),
+    path("teams/", include("webapp.accounts.urls")),
     path("", include("webapp.runs.urls")),
 ]
+
+handler403 = "webapp.accounts.views.forbidden"

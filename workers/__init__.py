@@ -1,5 +1,4 @@
-# Loading the Celery app here makes every `import workers...` in the web process send
-# tasks through the configured broker rather than Celery's default app.
+# The Celery app is webapp.tasks.app; workers.celery registers this package's tasks on it.
 from .celery import app as celery_app
 
 __all__ = ["celery_app"]

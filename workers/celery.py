@@ -1,13 +1,17 @@
-import os
+"""The worker's Celery app: the web side's app (webapp/tasks.py, same broker settings)
+with the task modules registered."""
+from django.conf import settings
 
-from celery import Celery
+from webapp.tasks import app
 
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-app = Celery("evolab", include=["workers.tasks"])
-app.config_from_object("django.conf:settings", namespace="CELERY")
-# A training run can outlive Redis' default one-hour visibility timeout; without this the
-# broker would hand the same run to a second worker while the first still trains it.
-app.conf.broker_transport_options = {"visibility_timeout": 30 * 24 * 3600}
+app.conf.update(include=["workers.tasks"])
 app.conf.worker_hijack_root_logger = False
+
+# The stalled-run check runs in the alerts worker started with --beat (one per deployment).
+app.conf.beat_schedule = {
+    "check-stalled-runs": {
+        "task": "workers.tasks.check_stalled_runs",
+        "schedule": 60.0,
+        "options": {"queue": settings.QUEUE_PREFIX + "alerts"},
+    }
+}

@@ -12,9 +12,10 @@ from django.db import transaction
 
 from rl.events import tail_events
 
+from webapp.alerts import engine as alerts
+from webapp.live import push
+from webapp.runs import lifecycle
 from webapp.runs.models import Group, MetricPoint, Rollout, Run, RunEvent
-
-from .live import push
 
 log = logging.getLogger(__name__)
 
@@ -64,10 +65,11 @@ def _json_safe(value):
 def _live_message(event: dict) -> dict | None:
     kind = event["type"]
     if kind == "metrics":
-        return {"type": "metrics", "step": event["step"], "values": {k: _number(v) for k, v in event["values"].items()}}
+        return {"type": "metrics", "step": event["step"], "time": event.get("time"),
+                "values": {k: _number(v) for k, v in event["values"].items()}}
     if kind == "eval":
         values = {f"eval/{k}": _number(v) for k, v in event.get("values", {}).items()}
-        return {"type": "metrics", "step": event["step"], "values": values}
+        return {"type": "metrics", "step": event["step"], "time": event.get("time"), "values": values}
     if kind == "group":
         return {
             "type": "group",
@@ -113,8 +115,9 @@ def ingest_events(run: Run, events: list[dict]) -> int:
                 for e in new
             ]
         )
-        _store_metrics(run, new)
         _store_groups(run, new)
+        new = [_with_derived_health(run, e) for e in new]
+        _store_metrics(run, new)
         steps = [e["step"] for e in new if isinstance(e.get("step"), int)]
         updates = {"last_seq": max(max(seqs), run.last_seq)}
         if steps:
@@ -124,7 +127,44 @@ def ingest_events(run: Run, events: list[dict]) -> int:
             setattr(run, field, value)
         messages = [m for m in map(_live_message, new) if m is not None]
         transaction.on_commit(lambda: push(run.pk, messages))
+        trained = [e for e in new if e["type"] == "metrics"]
+        if trained:
+            # Collapse rules run here, on every new step, never in the browser or the trainer.
+            alerts.evaluate_steps(run, [e["step"] for e in trained])
+            lifecycle.announce_progress(run, {k: _number(v) for k, v in trained[-1]["values"].items() if k in RUN_LIST_HEALTH})
     return len(new)
+
+
+# The few health figures the run list shows for each run.
+RUN_LIST_HEALTH = ("entropy", "response_length/mean", "majority_ratio", "similarity/mean", "invalid_ratio")
+
+
+def _with_derived_health(run: Run, event: dict) -> dict:
+    """A metrics event plus three health signals read from its step's stored rollouts, for
+    every method alike: `invalid_ratio` (no valid answer), `truncated_ratio` (length at
+    max_completion_length) and `zero_variance_groups` (prompts whose trained rollouts all
+    got one reward, so GRPO's advantages are zero and the step teaches nothing). A value
+    the trainer logged itself is kept."""
+    if event["type"] != "metrics":
+        return event
+    rows = list(
+        Rollout.objects.filter(group__run=run, group__step=event["step"])
+        .values_list("group_id", "valid", "length", "reward", "used_for_training")
+    )
+    if not rows:
+        return event
+    derived = {"invalid_ratio": sum(not valid for _, valid, _, _, _ in rows) / len(rows)}
+    limit = (run.hyperparameters or {}).get("max_completion_length")
+    if isinstance(limit, int) and limit > 0:
+        derived["truncated_ratio"] = sum(length >= limit for _, _, length, _, _ in rows) / len(rows)
+    rewards: dict[int, list[float]] = {}
+    for group_id, _, _, reward, trained in rows:
+        if trained and reward is not None:
+            rewards.setdefault(group_id, []).append(reward)
+    if rewards:
+        flat = sum(1 for values in rewards.values() if max(values) - min(values) < 1e-9)
+        derived["zero_variance_groups"] = flat / len(rewards)
+    return {**event, "values": {**derived, **event["values"]}}
 
 
 def _store_metrics(run, events):

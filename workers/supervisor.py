@@ -13,16 +13,13 @@ import sys
 import time
 
 from django.conf import settings
-from django.db import transaction
-from django.utils import timezone
 
 from rl import launch
 from rl.methods import get_method
-from webapp.runs.actions import end_cancelled_before_start
+from webapp.runs import lifecycle
 from webapp.runs.models import Run, RunEvent
 
 from .ingest import EventTail, ingest_events
-from .live import push
 
 log = logging.getLogger(__name__)
 
@@ -40,23 +37,20 @@ def trainer_command(run: Run, config_path, resume: bool) -> list[str]:
     )
 
 
-def _claim(run_id: int) -> Run | None:
-    """Move a queued run to running. Only one supervisor can win, so a task delivered
-    twice (a broker redelivery, a double click) never starts two trainers."""
-    with transaction.atomic():
-        claimed = Run.objects.filter(pk=run_id, state=Run.QUEUED, cancel_requested=False).update(
-            state=Run.RUNNING, started_at=timezone.now(), finished_at=None, exit_code=None, message=""
-        )
-    if not claimed:
-        end_cancelled_before_start(run_id)
-        return None
-    return Run.objects.select_related("prompt_set").get(pk=run_id)
-
-
 def uses_references(run: Run) -> bool:
     """DARL and RLPR score against references unless told to use the majority answer as a
     pseudo-reference, in which case they run label-free and get no reference at all."""
     return get_method(run.method).needs_references and not run.hyperparameters.get("use_majority_as_reference")
+
+
+def _set_aside_stale_run_dir(run: Run) -> None:
+    """A fresh run must start from an empty directory: one left under the same id (a
+    database restored from a backup, a test database flushed while the data directory
+    stayed) would otherwise feed its old event log to this run. It is renamed, not deleted."""
+    if run.run_dir.exists() and any(run.run_dir.iterdir()):
+        stale = run.run_dir.with_name(f"{run.pk}.stale-{int(time.time() * 1000)}")
+        run.run_dir.rename(stale)
+        log.warning("run %s: moved an old directory of the same id aside to %s", run.pk, stale)
 
 
 def _prepare_run_dir(run: Run):
@@ -65,9 +59,22 @@ def _prepare_run_dir(run: Run):
     with open(prompts_path, "w", encoding="utf-8") as f:
         for row in run.prompt_set.trainer_rows(with_references=uses_references(run)):
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    eval_path = None
+    if run.eval_prompt_set is not None:
+        # The eval set's labels are what evaluation scores against; they go to the
+        # trainer's periodic eval only, never to a reward (rl/callbacks.py::PeriodicEval).
+        eval_path = run.run_dir / f"eval-{_slug(run.eval_prompt_set.name)}.jsonl"
+        with open(eval_path, "w", encoding="utf-8") as f:
+            for row in run.eval_prompt_set.trainer_rows(with_references=False):
+                f.write(json.dumps(row, ensure_ascii=False) + "\n")
     config_path = run.run_dir / "config.json"
-    config_path.write_text(json.dumps(run.trainer_config(prompts_path), indent=2))
+    config_path.write_text(json.dumps(run.trainer_config(prompts_path, eval_path), indent=2))
     return config_path
+
+
+def _slug(name: str) -> str:
+    # The file's stem becomes the eval event's `prompt_set`: keep it readable and safe.
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name).strip("-")[:60] or "eval"
 
 
 def _tail(path, chars=STDERR_TAIL_CHARS) -> str:
@@ -100,14 +107,15 @@ def _final_state(run: Run, exit_code: int, cancel_sent: bool) -> tuple[str, str]
 
 
 def supervise(run_id: int) -> str | None:
-    run = _claim(run_id)
+    run = lifecycle.claim(run_id)
     if run is None:
         log.info("run %s is not queued; nothing to do", run_id)
         return None
     resume = run.resume_requested
     Run.objects.filter(pk=run.pk).update(resume_requested=False)
-    push(run.pk, [{"type": "status", "state": Run.RUNNING, "message": ""}])
 
+    if not resume:
+        _set_aside_stale_run_dir(run)
     config_path = _prepare_run_dir(run)
     stdout_path, stderr_path = run.run_dir / "stdout.log", run.run_dir / "stderr.log"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
@@ -129,10 +137,11 @@ def supervise(run_id: int) -> str | None:
         # trainer rather than leave it training unwatched, and say why on the run.
         child.kill()
         child.wait()
-        _finish(run, Run.FAILED, f"the run supervisor stopped: {exc}", child.returncode, _tail(stderr_path))
+        lifecycle.finish(run, Run.FAILED, f"the run supervisor stopped: {exc}", child.returncode, _tail(stderr_path))
         raise
     state, message = _final_state(run, exit_code, cancel_sent)
-    _finish(run, state, message, exit_code, _tail(stderr_path) if state == Run.FAILED else "")
+    lifecycle.finish(run, state, message, exit_code, _tail(stderr_path) if state == Run.FAILED else "")
+    log.info("run %s ended %s (exit code %s)", run.pk, state, exit_code)
     return state
 
 
@@ -153,16 +162,3 @@ def _watch(run: Run, child: subprocess.Popen) -> tuple[int, bool]:
         time.sleep(POLL_SECONDS)
     ingest_events(run, tail.read_new())
     return exit_code, cancel_sent_at is not None
-
-
-def _finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tail: str) -> None:
-    Run.objects.filter(pk=run.pk).update(
-        state=state,
-        message=message,
-        exit_code=exit_code,
-        stderr_tail=stderr_tail,
-        finished_at=timezone.now(),
-        cancel_requested=False,
-    )
-    push(run.pk, [{"type": "status", "state": state, "message": message}])
-    log.info("run %s ended %s (exit code %s)", run.pk, state, exit_code)

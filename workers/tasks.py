@@ -1,9 +1,34 @@
+"""Celery tasks. Each takes IDs and is safe to deliver twice. Names are the contract with
+the web side, which sends them by name (webapp/tasks.py)."""
 from celery import shared_task
+
+from webapp.alerts import delivery, engine
+from webapp.tasks import CHECK_STALLED, DELIVER_WEBHOOK, SEND_ALERT_EMAIL, TRAIN_RUN
 
 from .supervisor import supervise
 
 
-@shared_task(name="workers.tasks.train_run")
+@shared_task(name=TRAIN_RUN)
 def train_run(run_id: int):
-    """Train one run. Takes an ID; safe to deliver twice (only a queued run is claimed)."""
+    """Train one run (only a queued run is claimed)."""
     return supervise(run_id)
+
+
+@shared_task(name=DELIVER_WEBHOOK, bind=True, max_retries=None)
+def deliver_webhook(self, delivery_id: int):
+    """POST one alert notification; failures retry with exponential backoff up to
+    WEBHOOK_MAX_ATTEMPTS (each attempt recorded on the delivery row)."""
+    delay = delivery.deliver(delivery_id)
+    if delay is not None:
+        raise self.retry(countdown=delay)
+
+
+@shared_task(name=SEND_ALERT_EMAIL)
+def send_alert_email(alert_id: int, event: str):
+    return delivery.send_email(alert_id, event)
+
+
+@shared_task(name=CHECK_STALLED)
+def check_stalled_runs():
+    """Periodic (celery beat in the alerts worker): running runs whose log went silent."""
+    return engine.check_stalled()

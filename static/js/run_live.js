@@ -1,61 +1,269 @@
 // The run page: draw what the database held at page load, then apply live messages
-// from ws/runs/{id}/ (DESIGN §2 step 5). A point for a step the chart already has is
-// skipped, so a message that races the page load never draws a point twice.
+// from ws/runs/{id}/ (DESIGN §2 step 5). Charts come from charts.js (shared with the
+// compare page); a point for a step a chart already has is skipped, so a message that
+// races the page load never draws a point twice. Model output, prompt ids, metric and
+// run names are untrusted: they reach the page through textContent only.
 (function () {
+  "use strict";
+  const C = window.EvolabCharts;
   const initial = JSON.parse(document.getElementById("run-initial").textContent);
-  const runId = initial.run.id;
-  const charts = document.getElementById("charts");
-  const lastStep = {};
-  const TERMINAL = ["succeeded", "failed", "cancelled"];
+  const run = initial.run;
+  const runId = run.id;
+  const KEY = "run";
 
-  function slug(name) { return name.replace(/[^a-z0-9]+/gi, "-"); }
+  // ------------------------------------------------------------------ charts
 
-  function ensureChart(name) {
-    const id = "chart-" + slug(name);
-    let div = document.getElementById(id);
-    if (div) return div;
-    div = document.createElement("div");
-    div.id = id;
-    div.className = "chart card";
-    div.dataset.metric = name;
-    charts.appendChild(div);
-    Plotly.newPlot(div, [{ x: [], y: [], mode: "lines+markers", name: name }], {
-      title: { text: name }, margin: { t: 40, r: 10, b: 40, l: 50 }, autosize: true,
-      xaxis: { title: { text: "step" } },
-    }, { displayModeBar: false, responsive: true });
-    lastStep[name] = -Infinity;
-    return div;
-  }
-
-  function addPoints(name, steps, values) {
-    const div = ensureChart(name);
-    const xs = [], ys = [];
-    for (let i = 0; i < steps.length; i++) {
-      if (steps[i] > lastStep[name]) { xs.push(steps[i]); ys.push(values[i]); lastStep[name] = steps[i]; }
-    }
-    if (xs.length) Plotly.extendTraces(div, { x: [xs], y: [ys] }, [0]);
-    div.dataset.points = String(div.data[0].x.length);
-  }
-
-  initial.chart_metrics.forEach(ensureChart);
+  const board = new C.Board(document.getElementById("charts"), {
+    controlsRoot: document.getElementById("chart-controls"),
+    series: { run: { name: run.name + " #" + runId, color: "#3559e0" } },
+    legend: false,
+    groups: initial.metric_groups,
+  });
+  board.setOrigin(KEY, initial.time_origin);
+  // While a run can still log, its key metrics get a chart up front, filled as steps arrive.
+  if (C.TERMINAL.indexOf(run.state) < 0) initial.chart_metrics.forEach(function (n) { board.ensureChart(n); });
   Object.keys(initial.metrics).forEach(function (name) {
-    if (initial.chart_metrics.indexOf(name) >= 0 || name.indexOf("eval/") === 0) {
-      addPoints(name, initial.metrics[name].steps, initial.metrics[name].values);
-    }
+    const s = initial.metrics[name];
+    board.add(name, KEY, s.steps, s.values, s.times);
   });
 
-  function setState(state, message) {
+  // Markers: resumes and alerts, redrawn whenever either changes.
+  const resumes = (initial.resumes || []).slice();
+  const alerts = {};
+  let started = !!initial.started;
+
+  function redrawMarkers() {
+    const markers = resumes.filter(function (r) { return r.step !== null && r.step !== undefined; }).map(function (r) {
+      return { key: KEY, step: r.step, label: "resumed", color: "#8a5a00", dash: "dot", metrics: null };
+    });
+    Object.keys(alerts).forEach(function (id) {
+      const a = alerts[id];
+      if (a.step === null || a.step === undefined) return;
+      markers.push({ key: KEY, step: a.step, label: a.rule, color: C.SEVERITY_COLORS[a.severity] || "#667085",
+        dash: "dash", metrics: C.RULE_METRICS[a.rule] || null, alert: a.id });
+    });
+    board.setMarkers(markers);
+    document.getElementById("charts").dataset.markers = String(markers.length);
+  }
+
+  // ------------------------------------------------------------------ alerts panel
+
+  const alertList = document.getElementById("alerts");
+  const canAct = !!initial.can_act;
+  const STATE_ORDER = { open: 0, acknowledged: 1, resolved: 2 };
+
+  function renderAlert(a) {
+    let li = alertList.querySelector('li[data-alert-id="' + a.id + '"]');
+    if (!li) {
+      li = document.createElement("li");
+      li.dataset.alertId = String(a.id);
+    }
+    const severity = ["info", "warning", "critical"].indexOf(a.severity) >= 0 ? a.severity : "warning";
+    li.className = "alert " + severity + " state-" + (a.state || "open");
+    li.dataset.rule = a.rule;
+    li.dataset.state = a.state;
+    li.dataset.step = a.step === null ? "" : String(a.step);
+    li.textContent = "";
+    const sev = document.createElement("span"); sev.className = "severity"; sev.textContent = a.severity;
+    const rule = document.createElement("strong"); rule.className = "rule"; rule.textContent = a.rule;
+    const where = document.createElement("span"); where.className = "where";
+    where.textContent = a.step === null || a.step === undefined ? "" :
+      " at step " + a.step + (a.last_step !== null && a.last_step !== undefined && a.last_step !== a.step ? " (last seen at step " + a.last_step + ")" : "");
+    const msg = document.createElement("span"); msg.className = "message"; msg.textContent = a.message || "";
+    const state = document.createElement("span"); state.className = "alert-state"; state.textContent = a.state;
+    if (a.state === "acknowledged" && a.acknowledged_by) state.textContent = "acknowledged by " + a.acknowledged_by;
+    [sev, document.createTextNode(" "), rule, where, document.createTextNode(" — "), msg, document.createTextNode(" "), state]
+      .forEach(function (n) { li.appendChild(n); });
+    if (a.state === "open" && canAct) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "secondary acknowledge";
+      button.textContent = "Acknowledge";
+      button.addEventListener("click", function () { acknowledge(a.id, button); });
+      li.appendChild(document.createTextNode(" "));
+      li.appendChild(button);
+    }
+    return li;
+  }
+
+  function showAlert(a) {
+    alerts[a.id] = a;
+    renderAlert(a);
+    const items = Object.keys(alerts).map(function (id) { return alerts[id]; });
+    items.sort(function (x, y) {
+      return (STATE_ORDER[x.state] - STATE_ORDER[y.state]) || ((y.step || 0) - (x.step || 0)) || (y.id - x.id);
+    });
+    items.forEach(function (item) {
+      alertList.appendChild(alertList.querySelector('li[data-alert-id="' + item.id + '"]') || renderAlert(item));
+    });
+    const open = items.filter(function (i) { return i.state === "open"; }).length;
+    document.getElementById("alerts-empty").hidden = items.length > 0;
+    document.getElementById("alerts-count").textContent = open ? "(" + open + " open)" : "";
+    redrawMarkers();
+  }
+
+  function acknowledge(id, button) {
+    button.disabled = true;
+    fetch("/api/alerts/" + id + "/acknowledge", {
+      method: "POST", credentials: "same-origin",
+      headers: { "X-CSRFToken": C.csrfToken(), "Content-Type": "application/json", Accept: "application/json" },
+      body: "{}",
+    }).then(function (r) {
+      return r.json().catch(function () { return {}; }).then(function (body) { return { ok: r.ok, body: body }; });
+    }).then(function (res) {
+      if (res.ok && res.body.id !== undefined) showAlert(res.body);
+      else { button.disabled = false; flash(res.body.error || "could not acknowledge the alert"); }
+    }).catch(function () { button.disabled = false; flash("could not reach the server"); });
+  }
+
+  function flash(text) {
+    const p = document.getElementById("alerts-error");
+    p.textContent = text;
+    p.hidden = false;
+  }
+
+  (initial.alerts || []).forEach(showAlert);
+  redrawMarkers();
+
+  function refreshAlerts() {
+    C.getJSON("/api/runs/" + runId + "/alerts").then(function (data) {
+      (data.alerts || []).forEach(showAlert);
+    }).catch(function () { /* alerts API unavailable: the panel keeps what it has */ });
+  }
+
+  // ------------------------------------------------------------------ similarity heatmap
+
+  const heat = {
+    step: initial.heatmap ? initial.heatmap.step : null,
+    groups: {},    // prompt id -> {prompt_id, majority_answer, similarity}
+    order: [],
+    preferred: null,
+  };
+  const heatCard = document.getElementById("heatmap-card");
+  const picker = document.getElementById("heatmap-prompt");
+  const heatDiv = document.getElementById("heatmap");
+
+  function addGroup(g) {
+    if (!Array.isArray(g.similarity) || !g.similarity.length) return false;
+    if (heat.step === null || g.step > heat.step) {
+      heat.step = g.step; heat.groups = {}; heat.order = [];
+    } else if (g.step < heat.step) {
+      return false;
+    }
+    const id = String(g.prompt_id);
+    if (!heat.groups[id]) heat.order.push(id);
+    heat.groups[id] = { prompt_id: id, majority_answer: g.majority_answer, similarity: g.similarity };
+    return true;
+  }
+
+  function drawHeatmap() {
+    if (heat.step === null || !heat.order.length) { heatCard.hidden = true; return; }
+    heatCard.hidden = false;
+    document.getElementById("heatmap-step").textContent = String(heat.step);
+    // The picker lists this step's prompts; the chosen prompt stays chosen when present.
+    const chosen = heat.preferred !== null && heat.groups[heat.preferred] ? heat.preferred : heat.order[0];
+    const current = Array.prototype.map.call(picker.options, function (o) { return o.value; });
+    if (current.join("\u0000") !== heat.order.join("\u0000")) {
+      picker.textContent = "";
+      heat.order.forEach(function (id) {
+        const opt = document.createElement("option");
+        opt.value = id; opt.textContent = id;
+        picker.appendChild(opt);
+      });
+    }
+    picker.value = chosen;
+    const g = heat.groups[chosen];
+    document.getElementById("heatmap-majority").textContent = g.majority_answer === null || g.majority_answer === undefined ? "none" : String(g.majority_answer);
+    const n = g.similarity.length;
+    const idx = []; for (let i = 0; i < n; i++) idx.push(i);
+    Plotly.react(heatDiv, [{
+      z: g.similarity, x: idx, y: idx, type: "heatmap", zmin: 0, zmax: 1, colorscale: C.SIMILARITY_COLORSCALE,
+      colorbar: { title: { text: "similarity" }, tickvals: [0, 0.5, 0.8, 0.9, 0.95, 1], thickness: 14 },
+      hovertemplate: "rollout %{y} × rollout %{x}<br>similarity %{z:.3f}<extra></extra>",
+      xgap: n <= 32 ? 1 : 0, ygap: n <= 32 ? 1 : 0,
+    }], {
+      margin: { t: 10, r: 10, b: 40, l: 44 }, height: 380,
+      xaxis: { title: { text: "rollout" }, constrain: "domain", dtick: n <= 16 ? 1 : undefined, showgrid: false },
+      yaxis: { title: { text: "rollout" }, autorange: "reversed", scaleanchor: "x", dtick: n <= 16 ? 1 : undefined, showgrid: false },
+    }, { displaylogo: false, responsive: true, modeBarButtons: [["toImage"]] });
+    heatDiv.dataset.prompt = chosen;
+    heatDiv.dataset.step = String(heat.step);
+  }
+
+  picker.addEventListener("change", function () { heat.preferred = picker.value; drawHeatmap(); });
+  ((initial.heatmap || {}).groups || []).forEach(function (g) {
+    addGroup({ step: initial.heatmap.step, prompt_id: g.prompt_id, majority_answer: g.majority_answer, similarity: g.similarity });
+  });
+  drawHeatmap();
+
+  // ------------------------------------------------------------------ run facts
+
+  const TERMINAL = C.TERMINAL;
+  let state = run.state;
+  let lastStep = run.last_step;
+  let startedAt = initial.time_origin !== null && initial.time_origin !== undefined ? initial.time_origin * 1000 :
+    (run.started_at ? Date.parse(run.started_at) : null);
+  let finishedAt = run.finished_at ? Date.parse(run.finished_at) : null;
+
+  function formatTime(ms) {
+    if (ms === null || isNaN(ms)) return "—";
+    return new Date(ms).toLocaleString();
+  }
+
+  function setText(id, text) { const n = document.getElementById(id); if (n) n.textContent = text; }
+
+  // ETA from the step rate of the recent steps since the last resume.
+  function eta() {
+    if (state !== "running" || lastStep === null || lastStep === undefined) return null;
+    const times = board.stepTimes[KEY] || {};
+    const since = resumes.length ? (resumes[resumes.length - 1].step || -Infinity) : -Infinity;
+    const steps = Object.keys(times).map(Number).filter(function (s) { return s > since; }).sort(function (a, b) { return a - b; });
+    const recent = steps.slice(-20);
+    if (recent.length < 2) return null;
+    const first = recent[0], last = recent[recent.length - 1];
+    const seconds = times[last] - times[first];
+    if (!(seconds > 0)) return null;
+    const remaining = run.total_steps - lastStep;
+    return remaining <= 0 ? 0 : remaining * seconds / (last - first);
+  }
+
+  function tick() {
+    setText("started-at", formatTime(startedAt));
+    setText("finished-at", TERMINAL.indexOf(state) >= 0 ? formatTime(finishedAt) : "—");
+    // A finished run's clock stops at its finish (or, unrecorded, at its last event).
+    const lastEvent = initial.last_event_time ? initial.last_event_time * 1000 : null;
+    const end = TERMINAL.indexOf(state) >= 0 ? (finishedAt || lastEvent || Date.now()) : Date.now();
+    setText("elapsed", startedAt === null || state === "queued" && !started ? "—" : C.formatDuration((end - startedAt) / 1000));
+    const e = eta();
+    setText("eta", e === null ? "—" : (e === 0 ? "finishing" : "~" + C.formatDuration(e)));
+  }
+  tick();
+  setInterval(function () { if (TERMINAL.indexOf(state) < 0) tick(); }, 1000);
+
+  function setState(newState, message) {
+    state = newState;
     const badge = document.getElementById("run-state");
-    badge.textContent = state;
-    badge.className = "state state-" + state;
+    badge.textContent = newState;
+    badge.className = "state state-" + newState;
     if (message !== undefined) {
       const m = document.getElementById("run-message");
       m.textContent = message || "";
-      m.className = state === "failed" ? "error" : "";
+      m.className = newState === "failed" ? "error" : "";
     }
-    const terminal = TERMINAL.indexOf(state) >= 0;
-    document.getElementById("cancel-form").hidden = terminal;
-    document.getElementById("resume-form").hidden = !(state === "cancelled" || state === "failed");
+    const terminal = TERMINAL.indexOf(newState) >= 0;
+    const cancel = document.getElementById("cancel-form");
+    if (cancel) cancel.hidden = terminal;
+    const resume = document.getElementById("resume-form");
+    if (resume) resume.hidden = !(newState === "cancelled" || newState === "failed");
+    if (terminal) endLive();
+    tick();
+  }
+
+  function applyRun(r) {
+    if (r.started_at && startedAt === null) startedAt = Date.parse(r.started_at);
+    finishedAt = r.finished_at ? Date.parse(r.finished_at) : null;
+    if (r.last_step !== null) { lastStep = r.last_step; setText("run-step", String(r.last_step)); }
+    setState(r.state, r.message);
   }
 
   function addStepLink(step) {
@@ -74,7 +282,7 @@
   function showStage(stage) {
     document.getElementById("stages-card").hidden = false;
     const key = stage.iteration + "-" + stage.phase;
-    let li = document.querySelector('#stages li[data-key="' + key + '"]');
+    let li = document.querySelector('#stages li[data-key="' + CSS.escape(key) + '"]');
     if (!li) {
       li = document.createElement("li");
       li.dataset.key = key;
@@ -86,54 +294,66 @@
   }
   (initial.stages || []).forEach(showStage);
 
+  // ------------------------------------------------------------------ live
+
+  const indicator = document.getElementById("live-indicator");
+  let socket = null;
+
+  function endLive() {
+    if (socket) { socket.stop(); socket = null; }
+    indicator.textContent = "not live";
+    indicator.className = "live off";
+  }
+
   const handlers = {
     stage: showStage,
     metrics: function (m) {
-      document.getElementById("run-step").textContent = m.step;
-      Object.keys(m.values).forEach(function (name) {
-        if (initial.chart_metrics.indexOf(name) >= 0 || name.indexOf("eval/") === 0) addPoints(name, [m.step], [m.values[name]]);
-      });
+      if (lastStep === null || m.step > lastStep) { lastStep = m.step; setText("run-step", String(m.step)); }
+      Object.keys(m.values).forEach(function (name) { board.add(name, KEY, [m.step], [m.values[name]], [m.time]); });
+      tick();
     },
-    group: function (m) { addStepLink(m.step); },
-    status: function (m) { if (m.source !== "trainer" || TERMINAL.indexOf(m.state) < 0) setState(m.state, m.message); },
-    alert: function () {},
+    group: function (m) { addStepLink(m.step); if (addGroup(m)) drawHeatmap(); },
+    status: function (m) {
+      if (m.source === "trainer") {
+        // The trainer says `running` each time it starts; after the first, it is a resume.
+        if (m.state === "running") {
+          if (started) { resumes.push({ step: lastStep, time: Date.now() / 1000 }); redrawMarkers(); }
+          started = true;
+        }
+        // The supervisor has the last word on how a run ended (exit code, cancel).
+        if (TERMINAL.indexOf(m.state) >= 0) return;
+      }
+      if (TERMINAL.indexOf(m.state) >= 0) {
+        finishedAt = Date.now();
+        // The finish time and final message are the database's; read them once, then stop.
+        C.getJSON("/api/runs/" + runId).then(applyRun).catch(function () { /* keep what we have */ });
+      }
+      setState(m.state, m.message);
+    },
+    alert: function (m) { showAlert(m); },
+    open: function () {
+      indicator.textContent = "live"; indicator.className = "live on";
+      catchUp();
+    },
+    close: function () { indicator.textContent = "not live"; indicator.className = "live off"; },
   };
 
   // Whatever was written between the page render and the socket opening (or while it
   // was closed) is read back from the API once the socket is open.
   function catchUp() {
-    fetch("/api/runs/" + runId + "/metrics", { credentials: "same-origin" }).then(function (r) { return r.json(); }).then(function (data) {
+    const last = board.lastStep(KEY);
+    const since = last === null ? "" : "?since_step=" + (last - 1);
+    C.getJSON("/api/runs/" + runId + "/metrics" + since).then(function (data) {
       Object.keys(data.metrics || {}).forEach(function (name) {
-        if (initial.chart_metrics.indexOf(name) >= 0 || name.indexOf("eval/") === 0) addPoints(name, data.metrics[name].steps, data.metrics[name].values);
+        const s = data.metrics[name];
+        board.add(name, KEY, s.steps, s.values, s.times);
       });
-    });
-    fetch("/api/runs/" + runId, { credentials: "same-origin" }).then(function (r) { return r.json(); }).then(function (run) {
-      setState(run.state, run.message);
-      if (run.last_step !== null) document.getElementById("run-step").textContent = run.last_step;
-    });
+      tick();
+    }).catch(function () {});
+    C.getJSON("/api/runs/" + runId).then(applyRun).catch(function () {});
+    refreshAlerts();
   }
 
-  let retry = 500;
-  function connect() {
-    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    const ws = new WebSocket(scheme + location.host + "/ws/runs/" + runId + "/");
-    const indicator = document.getElementById("live-indicator");
-    ws.onopen = function () {
-      indicator.textContent = "live"; indicator.className = "live on"; retry = 500;
-      catchUp();
-    };
-    ws.onmessage = function (e) {
-      const m = JSON.parse(e.data);
-      if (handlers[m.type]) handlers[m.type](m);
-    };
-    ws.onclose = function () {
-      indicator.textContent = "not live"; indicator.className = "live off";
-      // Reconnect unless the run has ended; a reload brings back anything missed meanwhile.
-      if (TERMINAL.indexOf(document.getElementById("run-state").textContent) < 0) {
-        setTimeout(connect, retry);
-        retry = Math.min(retry * 2, 10000);
-      }
-    };
-  }
-  connect();
+  if (TERMINAL.indexOf(state) < 0) socket = new C.RunSocket(runId, handlers);
+  window.evolabRunPage = { board: board, heat: heat };
 })();

@@ -7,7 +7,11 @@ from webapp.accounts.models import ApiToken
 
 @pytest.fixture
 def live_user(transactional_db):
-    return get_user_model().objects.create_user(username="grace", password="pw-for-e2e-1")
+    from tests.factories import team_of
+
+    user = get_user_model().objects.create_user(username="grace", password="pw-for-e2e-1")
+    team_of(user)
+    return user
 
 
 @pytest.fixture

@@ -50,10 +50,11 @@ def test_the_demo_starts_everything_serves_the_dashboard_and_stops_on_ctrl_c(tmp
         health = {}
         while time.monotonic() < deadline:
             health = requests.get(base + "/healthz", timeout=10).json()
-            if health.get("workers") == 1:
+            if health.get("workers") == 2:
                 break
             time.sleep(1)
-        assert health == {"db": "ok", "redis": "ok", "workers": 1}
+        # One worker trains (queue cpu), one sends alert notifications (queue alerts).
+        assert health == {"db": "ok", "redis": "ok", "workers": 2}
         session = requests.Session()
         login = session.get(base + "/accounts/login/")
         token = session.cookies["csrftoken"]
@@ -62,6 +63,8 @@ def test_the_demo_starts_everything_serves_the_dashboard_and_stops_on_ctrl_c(tmp
         assert page.status_code == 200 and "Runs" in page.text
         sets = session.get(base + "/prompt-sets/").text
         assert "Arithmetic word problems (sample)" in sets and "MATH-500 (first 40)" in sets
+        teams = session.get(base + "/teams/").text
+        assert ">demo</a>" in teams and "admin" in teams
     finally:
         rest = stop_demo(process)
     assert process.returncode == 0, rest

@@ -103,12 +103,15 @@ def test_a_killed_trainer_fails_the_run_and_the_worker_carries_on(api, live_user
 
 
 def test_the_websocket_refuses_a_visitor_who_is_not_signed_in(live_stack, live_user):
-    from websockets.exceptions import InvalidStatus
+    from websockets.exceptions import ConnectionClosed
     from websockets.sync.client import connect
 
     origin = f"http://127.0.0.1:{live_stack.port}"
-    with pytest.raises(InvalidStatus):
-        connect(f"ws://127.0.0.1:{live_stack.port}/ws/runs/1/", origin=origin, open_timeout=10)
+    # Accepted, then closed at once with 4401 (not signed in), so the client can read why.
+    with connect(f"ws://127.0.0.1:{live_stack.port}/ws/runs/1/", origin=origin, open_timeout=10) as ws:
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=10)
+    assert closed.value.rcvd.code == 4401
 
 
 def test_an_evol_rl_run_from_the_api_stores_similarity_matrices_and_novelty(api, live_user):

@@ -17,7 +17,7 @@ def no_enqueue(monkeypatch):
     """These tests check the API's validation and reads; the Celery round trip is
     covered by tests/e2e with a real worker."""
     sent = []
-    monkeypatch.setattr("workers.tasks.train_run.apply_async", lambda args, queue: sent.append((args, queue)))
+    monkeypatch.setattr("webapp.tasks.app.send_task", lambda name, args, queue, countdown=None: sent.append((args, queue)))
     return sent
 
 

@@ -37,8 +37,10 @@ def test_the_prompt_set_page_shows_rows_labels_and_a_preview(signed_in, user):
 
 def test_the_run_form_offers_every_method_with_paper_defaults(signed_in, user):
     make_prompt_set(user)
-    page = signed_in.get("/runs/new/").content.decode()
-    assert 'name="hp-ttrl-n_votes" value="64"' in page
+    # A fresh form for the default model starts on the small CPU preset (tests/webapp/test_run_form.py);
+    # the paper's settings are one preset away.
+    page = signed_in.get("/runs/new/?preset=paper").content.decode()
+    assert 'name="hp-ttrl-n_votes" data-hp="n_votes" value="64"' in page
 
 
 def test_the_run_form_shows_a_validation_error(signed_in, user):

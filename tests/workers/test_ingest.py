@@ -7,7 +7,7 @@ from channels.layers import get_channel_layer
 from tests.factories import event_log, make_prompt_set
 from webapp.runs.models import Group, MetricPoint, Rollout, Run, RunEvent
 from workers.ingest import EventTail, ingest_events
-from workers.live import run_group_name
+from webapp.live import run_group_name
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

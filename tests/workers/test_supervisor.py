@@ -8,6 +8,13 @@ from workers.supervisor import supervise
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture(autouse=True)
+def own_runs_dir(settings, tmp_path):
+    # Run ids restart when a transactional test flushes SQLite; a run directory left by an
+    # earlier test under the same id must not be mistaken for this run's.
+    settings.RUNS_DIR = tmp_path / "runs"
+
+
 def make_run(user, **fields):
     defaults = dict(name="r", method="ttrl", max_steps=1, created_by=user,
                     hyperparameters={"n_votes": 8, "n_train": 4, "prompts_per_step": 2, "max_completion_length": 32})

@@ -28,3 +28,65 @@ class ApiToken(models.Model):
     def user_for_key(cls, key: str):
         token = cls.objects.select_related("user").filter(digest=_digest(key), user__is_active=True).first()
         return token.user if token else None
+
+
+class TeamQuerySet(models.QuerySet):
+    def of(self, user):
+        """The teams `user` is a member of (any role); none for an anonymous user."""
+        if user is None or not user.is_authenticated:
+            return self.none()
+        return self.filter(memberships__user=user)
+
+
+class Team(models.Model):
+    """Every prompt set, run, alert, alert rule and webhook belongs to one team (DESIGN §4.4).
+    Objects of a team the user is not in answer exactly like objects that do not exist."""
+
+    name = models.CharField(max_length=100, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TeamQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    def role_of(self, user) -> str | None:
+        if user is None or not user.is_authenticated:
+            return None
+        return self.memberships.filter(user=user).values_list("role", flat=True).first()
+
+    def to_json(self, user=None):
+        data = {"id": self.pk, "name": self.name, "created_at": self.created_at.isoformat()}
+        if user is not None:
+            data["role"] = self.role_of(user)
+        return data
+
+
+class Membership(models.Model):
+    VIEWER, MEMBER, ADMIN = "viewer", "member", "admin"
+    ROLES = [(r, r) for r in (ADMIN, MEMBER, VIEWER)]
+    # Each role can do what the roles below it can: viewers read, members also upload,
+    # launch, cancel, resume and clone, admins also manage members, rules and webhooks.
+    RANK = {VIEWER: 0, MEMBER: 1, ADMIN: 2}
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=ROLES, default=MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["team__name", "user__username"]
+        constraints = [models.UniqueConstraint(fields=["team", "user"], name="one_membership_per_team_and_user")]
+
+    def __str__(self):
+        return f"{self.user} in {self.team} ({self.role})"
+
+    @classmethod
+    def allows(cls, role: str | None, needed: str) -> bool:
+        return role is not None and cls.RANK[role] >= cls.RANK[needed]
+
+    def to_json(self):
+        return {"user": self.user.username, "email": self.user.email, "role": self.role}

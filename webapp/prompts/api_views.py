@@ -1,5 +1,6 @@
 from django.http import JsonResponse
 
+from webapp.accounts.access import team_for_new_object
 from webapp.api import api_view, error
 
 from .actions import PromptFileError, upload_prompt_set
@@ -15,12 +16,14 @@ def _with_preview(prompt_set):
 @api_view(["GET", "POST"])
 def prompt_sets(request):
     if request.method == "GET":
-        return JsonResponse({"prompt_sets": [ps.to_json() for ps in PromptSet.objects.select_related("owner")]})
+        sets = PromptSet.objects.visible_to(request.user).select_related("owner")
+        return JsonResponse({"prompt_sets": [ps.to_json() for ps in sets]})
+    team = team_for_new_object(request.user, request.POST.get("team"))
     uploaded = request.FILES.get("file")
     if uploaded is None:
         return error("attach the prompt file as the multipart field 'file'", field="file")
     try:
-        prompt_set = upload_prompt_set(user=request.user, name=request.POST.get("name", ""), uploaded_file=uploaded)
+        prompt_set = upload_prompt_set(user=request.user, team=team, name=request.POST.get("name", ""), uploaded_file=uploaded)
     except PromptFileError as exc:
         return error(str(exc), field="file")
     return JsonResponse(_with_preview(prompt_set), status=201)
@@ -28,7 +31,7 @@ def prompt_sets(request):
 
 @api_view(["GET"])
 def prompt_set_detail(request, pk):
-    prompt_set = PromptSet.objects.filter(pk=pk).first()
+    prompt_set = PromptSet.objects.visible_to(request.user).filter(pk=pk).first()
     if prompt_set is None:
         return error(f"no prompt set with id {pk}", 404)
     return JsonResponse(_with_preview(prompt_set))

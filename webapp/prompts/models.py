@@ -2,14 +2,24 @@ from django.conf import settings
 from django.db import models, transaction
 
 
+class PromptSetQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        from webapp.accounts.models import Team
+
+        return self.filter(team__in=Team.objects.of(user))
+
+
 class PromptSet(models.Model):
     name = models.CharField(max_length=200)
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="prompt_sets")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="prompt_sets")
     source_filename = models.CharField(max_length=255, blank=True)
     format = models.CharField(max_length=20)
     row_count = models.PositiveIntegerField(default=0)
     has_labels = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = PromptSetQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -18,12 +28,13 @@ class PromptSet(models.Model):
         return self.name
 
     @classmethod
-    def create_from_parsed(cls, *, name, owner, filename, parsed):
+    def create_from_parsed(cls, *, name, owner, team, filename, parsed):
         """Save a parsed file as one set, all rows or none (one transaction)."""
         with transaction.atomic():
             prompt_set = cls.objects.create(
                 name=name,
                 owner=owner,
+                team=team,
                 source_filename=filename,
                 format=parsed.format,
                 row_count=len(parsed.rows),
@@ -55,6 +66,7 @@ class PromptSet(models.Model):
         return {
             "id": self.id,
             "name": self.name,
+            "team": self.team_id,
             "format": self.format,
             "source_filename": self.source_filename,
             "row_count": self.row_count,

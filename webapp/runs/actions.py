@@ -3,12 +3,15 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
-from django.utils import timezone
 
+from rl.alert_rules import AlertRuleError, validate_overrides
 from rl.methods import HyperparameterError, get_method, validate_hyperparameters
+from webapp.accounts.access import require_role
+from webapp.accounts.models import Membership
 
-from workers.live import push
+from webapp.tasks import TRAIN_RUN, send_on_commit
 
+from . import lifecycle
 from .models import Run
 
 MAX_STEPS_LIMIT = 100_000
@@ -36,22 +39,41 @@ def queue_for(gpus: int) -> str:
 
 
 def _enqueue(run: Run) -> None:
-    # Imported here: workers.tasks imports the supervisor, which imports this module.
-    from workers.tasks import train_run
-
-    transaction.on_commit(lambda: train_run.apply_async(args=[run.pk], queue=run.queue))
+    send_on_commit(TRAIN_RUN, [run.pk], queue=run.queue)
 
 
 def launch_run(*, user, name, method, prompt_set, model="default", hyperparameters=None, max_steps=None, seed=0,
-               gpus=None, queue=None) -> Run:
+               gpus=None, queue=None, eval_prompt_set=None, tags=None, cloned_from=None) -> Run:
+    """Create a queued run in the prompt set's team and queue it. The user must be a
+    member or admin of that team (PermissionDenied otherwise). `cloned_from`: the run
+    this one was cloned from (the launch form pre-filled from it), recorded as such."""
+    require_role(user, prompt_set.team, Membership.MEMBER)
     name = (name or "").strip()
     if not name:
         raise RunInputError("a run needs a name", "name")
+    hyperparameters = dict(hyperparameters or {})
+    # Alert thresholds ride along in the hyperparameters (DESIGN §4.5) but are checked
+    # against the alert rules, not the method's schema, and never reach the trainer.
+    alert_rules = hyperparameters.pop("alert_rules", None)
     try:
         spec = get_method(method)
-        hyperparameters = validate_hyperparameters(method, hyperparameters or {})
+        hyperparameters = validate_hyperparameters(method, hyperparameters)
     except HyperparameterError as exc:
         raise RunInputError(str(exc), exc.field) from exc
+    if alert_rules:
+        try:
+            hyperparameters["alert_rules"] = validate_overrides(alert_rules)
+        except AlertRuleError as exc:
+            raise RunInputError(str(exc), exc.field) from exc
+    if eval_prompt_set is not None:
+        if eval_prompt_set.team_id != prompt_set.team_id:
+            raise RunInputError("the eval prompt set must belong to the run's team", "eval_prompt_set")
+        if not eval_prompt_set.has_labels:
+            raise RunInputError(
+                f"the eval prompt set {eval_prompt_set.name!r} has no labels: evaluation needs them for pass@k and maj@k",
+                "eval_prompt_set",
+            )
+    tags = _clean_tags(tags)
     needs_labels = spec.needs_references and not hyperparameters.get("use_majority_as_reference")
     if needs_labels and not prompt_set.has_labels:
         can_go_label_free = any(h.name == "use_majority_as_reference" for h in spec.hyperparameters)
@@ -82,7 +104,10 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
         run = Run.objects.create(
             name=name,
             method=method,
+            team=prompt_set.team,
             prompt_set=prompt_set,
+            eval_prompt_set=eval_prompt_set,
+            tags=tags,
             model=model,
             hyperparameters=hyperparameters,
             max_steps=max_steps,
@@ -90,48 +115,57 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
             gpus=gpus,
             queue=queue or queue_for(gpus),
             created_by=user,
+            cloned_from=cloned_from,
         )
+        lifecycle.queued(run)
         _enqueue(run)
     return run
 
 
-def cancel_run(run: Run) -> Run:
+def _clean_tags(tags) -> list[str]:
+    if tags in (None, ""):
+        return []
+    if isinstance(tags, str):
+        tags = tags.split(",")
+    if not isinstance(tags, (list, tuple)):
+        raise RunInputError("tags must be a list of words or a comma-separated string", "tags")
+    cleaned = []
+    for tag in tags:
+        tag = str(tag).strip()
+        if len(tag) > 50:
+            raise RunInputError(f"tag {tag[:50]!r}... is longer than 50 characters", "tags")
+        if tag and tag not in cleaned:
+            cleaned.append(tag)
+    if len(cleaned) > 20:
+        raise RunInputError("a run takes at most 20 tags", "tags")
+    return cleaned
+
+
+def cancel_run(run: Run, user) -> Run:
     """A queued run is cancelled at once; a running one is flagged and its supervisor
     sends SIGTERM, after which the trainer checkpoints and exits."""
+    require_role(user, run.team_id, Membership.MEMBER)
     Run.objects.filter(pk=run.pk, state__in=[Run.QUEUED, Run.RUNNING]).update(cancel_requested=True)
-    end_cancelled_before_start(run.pk)
+    lifecycle.end_cancelled_before_start(run.pk)
     run.refresh_from_db()
     return run
 
 
-def end_cancelled_before_start(run_id: int) -> bool:
-    """A queued run with a cancel request ends `cancelled` and watchers are told. Called
-    by cancel_run and by a supervisor that finds such a run, whichever comes first."""
-    message = "cancelled before it started"
-    ended = Run.objects.filter(pk=run_id, state=Run.QUEUED, cancel_requested=True).update(
-        state=Run.CANCELLED, finished_at=timezone.now(), message=message
-    )
-    if ended:
-        push(run_id, [{"type": "status", "state": Run.CANCELLED, "message": message}])
-    return bool(ended)
-
-
-def resume_run(run: Run) -> Run:
+def resume_run(run: Run, user) -> Run:
+    require_role(user, run.team_id, Membership.MEMBER)
     if run.state not in (Run.CANCELLED, Run.FAILED):
         raise RunInputError(f"only a cancelled or failed run can be resumed; this one is {run.state}", "state")
     checkpoints = run.run_dir / "checkpoints"
     if not checkpoints.is_dir() or not any(checkpoints.iterdir()):
         raise RunInputError("this run has no checkpoint to resume from", "state")
     with transaction.atomic():
-        Run.objects.filter(pk=run.pk).update(
-            state=Run.QUEUED, resume_requested=True, cancel_requested=False, finished_at=None, message="", exit_code=None
-        )
-        run.refresh_from_db()
+        lifecycle.requeue_for_resume(run)
         _enqueue(run)
     return run
 
 
 def clone_run(run: Run, *, user, name=None) -> Run:
+    """A new queued run with the same settings (launch_run checks the user's role)."""
     clone = launch_run(
         user=user,
         name=name or f"{run.name} (clone)",
@@ -143,7 +177,8 @@ def clone_run(run: Run, *, user, name=None) -> Run:
         seed=run.seed,
         gpus=run.gpus,
         queue=run.queue,
+        eval_prompt_set=run.eval_prompt_set,
+        tags=run.tags,
+        cloned_from=run,
     )
-    Run.objects.filter(pk=clone.pk).update(cloned_from=run)
-    clone.cloned_from = run
     return clone

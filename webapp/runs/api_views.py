@@ -3,20 +3,22 @@ from functools import wraps
 from django.http import JsonResponse
 
 from rl.methods import METHODS
+from webapp.accounts.access import team_for_new_object
 from webapp.api import api_view, error, json_body
 from webapp.prompts.models import PromptSet
 
 from .actions import RunInputError, cancel_run, clone_run, launch_run, resume_run
 from .models import Group, Run
-from .queries import group_steps, groups_at, metric_series
+from .queries import group_steps, groups_at, metric_series, metric_series_of_runs
 
 
 def with_run(view):
-    """Look the run up once for every /api/runs/{id}/... view: a JSON 404 when it is missing."""
+    """Look the run up once for every /api/runs/{id}/... view: a JSON 404 when it is
+    missing or belongs to a team the user is not in (the two answer alike)."""
 
     @wraps(view)
     def wrapper(request, pk, *args, **kwargs):
-        run = Run.objects.select_related("created_by").filter(pk=pk).first()
+        run = Run.objects.visible_to(request.user).select_related("created_by").filter(pk=pk).first()
         if run is None:
             return error(f"no run with id {pk}", 404)
         return view(request, run, *args, **kwargs)
@@ -32,7 +34,8 @@ def methods(request):
 @api_view(["GET", "POST"])
 def runs(request):
     if request.method == "GET":
-        return JsonResponse({"runs": [r.to_json() for r in Run.objects.select_related("created_by")[:500]]})
+        runs = Run.objects.visible_to(request.user).select_related("created_by")
+        return JsonResponse({"runs": [r.to_json() for r in runs[:500]]})
     try:
         data = json_body(request)
     except ValueError as exc:
@@ -40,12 +43,19 @@ def runs(request):
     for field in ("name", "method", "prompt_set"):
         if data.get(field) in (None, ""):
             return error(f"'{field}' is required", field=field)
-    try:
-        prompt_set = PromptSet.objects.filter(pk=int(data["prompt_set"])).first()
-    except (TypeError, ValueError):
-        prompt_set = None
+    prompt_set = _visible_prompt_set(request.user, data["prompt_set"])
     if prompt_set is None:
         return error(f"no prompt set with id {data['prompt_set']!r}", field="prompt_set")
+    if data.get("team") not in (None, ""):
+        team = team_for_new_object(request.user, data["team"])
+        if team.pk != prompt_set.team_id:
+            return error(f"the prompt set {prompt_set.name!r} belongs to another team; a run trains in its prompt set's team",
+                         field="team")
+    eval_prompt_set = None
+    if data.get("eval_prompt_set") not in (None, ""):
+        eval_prompt_set = _visible_prompt_set(request.user, data["eval_prompt_set"])
+        if eval_prompt_set is None:
+            return error(f"no prompt set with id {data['eval_prompt_set']!r}", field="eval_prompt_set")
     hyperparameters = data.get("hyperparameters") or {}
     if not isinstance(hyperparameters, dict):
         return error("'hyperparameters' must be an object of name → value", field="hyperparameters")
@@ -60,10 +70,19 @@ def runs(request):
             max_steps=data.get("max_steps"),
             seed=data.get("seed", 0),
             gpus=data.get("gpus"),
+            eval_prompt_set=eval_prompt_set,
+            tags=data.get("tags"),
         )
     except RunInputError as exc:
         return error(str(exc), field=exc.field)
     return JsonResponse(run.to_json(), status=201)
+
+
+def _visible_prompt_set(user, value):
+    try:
+        return PromptSet.objects.visible_to(user).filter(pk=int(value)).first()
+    except (TypeError, ValueError):
+        return None
 
 
 @api_view(["GET"])
@@ -87,16 +106,37 @@ def _action(act):
     return view
 
 
-run_cancel = _action(lambda request, run: cancel_run(run))
-run_resume = _action(lambda request, run: resume_run(run))
+run_cancel = _action(lambda request, run: cancel_run(run, request.user))
+run_resume = _action(lambda request, run: resume_run(run, request.user))
 run_clone = _action(lambda request, run: clone_run(run, user=request.user, name=json_body(request).get("name")))
+
+
+def _series_params(request):
+    """names, since_step and max_points of the metrics and compare APIs (DESIGN §4.6),
+    or the 400 response naming the field that is wrong."""
+    names = [n for n in request.GET.get("names", "").split(",") if n] or None
+    numbers = {}
+    for field in ("since_step", "max_points"):
+        text = request.GET.get(field, "").strip()
+        if text == "":
+            numbers[field] = None
+            continue
+        try:
+            numbers[field] = int(text)
+        except ValueError:
+            return None, error(f"{field} must be a whole number, not {text!r}", field=field)
+    if numbers["max_points"] is not None and numbers["max_points"] < 2:
+        return None, error("max_points must be at least 2 (each bucket keeps its min and max)", field="max_points")
+    return {"names": names, **numbers}, None
 
 
 @api_view(["GET"])
 @with_run
 def run_metrics(request, run):
-    names = [n for n in request.GET.get("names", "").split(",") if n]
-    return JsonResponse({"run": run.pk, "metrics": metric_series(run, names or None)})
+    params, problem = _series_params(request)
+    if problem:
+        return problem
+    return JsonResponse({"run": run.pk, "metrics": metric_series(run, **params)})
 
 
 @api_view(["GET"])
@@ -140,3 +180,48 @@ def run_rzero_questions(request, run, iteration):
     if iteration not in run.rzero_iterations():
         return error(f"run {run.pk} has no R-Zero question set for iteration {iteration}", 404)
     return JsonResponse({"run": run.pk, "iteration": iteration, "questions": run.rzero_questions(iteration)})
+
+
+MAX_COMPARED_RUNS = 10
+
+
+@api_view(["GET"])
+def compare(request):
+    """GET /api/compare?runs=1,2,3&names=a,b (DESIGN §4.6): the metric series of several
+    runs for overlay charts. Every run is checked for access: one the user may not see
+    answers 404 exactly like one that does not exist."""
+    ids, problem = parse_run_ids(request.GET.getlist("runs"))
+    if problem:
+        return error(problem, field="runs")
+    params, problem = _series_params(request)
+    if problem:
+        return problem
+    visible = {r.pk: r for r in Run.objects.visible_to(request.user).select_related("created_by", "team").filter(pk__in=ids)}
+    for pk in ids:
+        if pk not in visible:
+            return error(f"no run with id {pk}", 404)
+    runs = [visible[pk] for pk in ids]
+    series = metric_series_of_runs(ids, **params)
+    return JsonResponse({
+        "runs": [{**r.to_json(), "team_name": r.team.name} for r in runs],
+        "metrics": {str(pk): series[pk] for pk in ids},
+    })
+
+
+def parse_run_ids(values) -> tuple[list[int], str | None]:
+    """Run ids from ?runs=1,2,3 (or repeated ?runs=), in order without repeats, or an
+    error message: none, not whole numbers, or more than MAX_COMPARED_RUNS."""
+    ids = []
+    for part in ",".join(values).split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if not part.isdigit():
+            return [], f"runs must be run ids separated by commas, not {part!r}"
+        if int(part) not in ids:
+            ids.append(int(part))
+    if not ids:
+        return [], "say which runs to compare: runs=1,2,3"
+    if len(ids) > MAX_COMPARED_RUNS:
+        return [], f"at most {MAX_COMPARED_RUNS} runs can be compared at once, not {len(ids)}"
+    return ids, None

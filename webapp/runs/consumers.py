@@ -1,26 +1,36 @@
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from workers.live import run_group_name
+from webapp.accounts.models import Team
+from webapp.live import run_group_name, team_group_name
 
 from .models import Run
 
+# Close codes: 4401 not signed in; 4404 nothing visible there (another team's object
+# answers exactly like one that does not exist, DESIGN §4.4).
+NOT_SIGNED_IN, NOT_FOUND = 4401, 4404
 
-class RunConsumer(AsyncJsonWebsocketConsumer):
-    """ws/runs/{id}/: forwards the run's live messages, one JSON frame each.
 
-    The page renders what the database holds first, then applies these; a message can
-    therefore repeat a point the page already has, and the client ignores steps it has."""
+class _GroupConsumer(AsyncJsonWebsocketConsumer):
+    """Accepts a signed-in user who may see the object, then forwards the group's live
+    messages, one JSON frame each."""
 
     async def connect(self):
         user = self.scope.get("user")
-        self.run_id = int(self.scope["url_route"]["kwargs"]["pk"])
-        if user is None or not user.is_authenticated or not await self._run_exists():
-            await self.close(code=4403)
-            return
-        self.group = run_group_name(self.run_id)
+        self.pk = int(self.scope["url_route"]["kwargs"]["pk"])
+        if user is None or not user.is_authenticated:
+            return await self._refuse(NOT_SIGNED_IN)
+        if not await self._visible(user):
+            return await self._refuse(NOT_FOUND)
+        self.group = self.group_name()
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+
+    async def _refuse(self, code):
+        # Closing before the handshake completes reaches the client as a bare HTTP 403;
+        # accepting first lets it read the close code (4401, 4404) the contract promises.
+        await self.accept()
+        await self.close(code=code)
 
     async def disconnect(self, code):
         if hasattr(self, "group"):
@@ -30,6 +40,26 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         for message in event["messages"]:
             await self.send_json(message)
 
+
+class RunConsumer(_GroupConsumer):
+    """ws/runs/{id}/. The page renders what the database holds first, then applies these;
+    a message can therefore repeat a point the page already has, and the client ignores
+    steps it has."""
+
+    def group_name(self):
+        return run_group_name(self.pk)
+
     @database_sync_to_async
-    def _run_exists(self):
-        return Run.objects.filter(pk=self.run_id).exists()
+    def _visible(self, user):
+        return Run.objects.visible_to(user).filter(pk=self.pk).exists()
+
+
+class TeamConsumer(_GroupConsumer):
+    """ws/teams/{id}/: the team's alerts and its runs' state changes (run list, alerts page)."""
+
+    def group_name(self):
+        return team_group_name(self.pk)
+
+    @database_sync_to_async
+    def _visible(self, user):
+        return Team.objects.of(user).filter(pk=self.pk).exists()

@@ -17,7 +17,7 @@ def check() -> tuple[int, dict]:
     except Exception as exc:  # noqa: BLE001
         body["redis"] = f"error: {exc}"
     else:
-        from workers.celery import app
+        from webapp.tasks import app
 
         try:
             body["workers"] = len(app.control.ping(timeout=1.0) or [])
@@ -25,3 +25,45 @@ def check() -> tuple[int, dict]:
             body["workers"] = 0
     healthy = body["db"] == "ok" and body["redis"] == "ok"
     return (200 if healthy else 503), body
+
+
+# --- which queues have a worker listening (the run list's and run page's "no worker" notice) ---
+
+QUEUE_CHECK_SECONDS = 10.0
+_queues_cache: dict = {"at": None, "queues": None}
+
+
+def queues_with_consumers(refresh: bool = False) -> set[str] | None:
+    """Names of the Celery queues some worker consumes (prefix included, as in Run.queue),
+    asked with `inspect().active_queues()` and cached for QUEUE_CHECK_SECONDS. None when
+    the broker cannot be asked: then nobody is told a worker is missing."""
+    import time
+
+    now = time.monotonic()
+    if not refresh and _queues_cache["at"] is not None and now - _queues_cache["at"] < QUEUE_CHECK_SECONDS:
+        return _queues_cache["queues"]
+    from webapp.tasks import app
+
+    try:
+        replies = app.control.inspect(timeout=1.0).active_queues() or {}
+        queues = {q["name"] for worker_queues in replies.values() for q in (worker_queues or []) if q.get("name")}
+    except Exception:  # noqa: BLE001 - a broker hiccup: unknown, not "no worker"
+        queues = None
+    _queues_cache.update(at=now, queues=queues)
+    return queues
+
+
+def no_worker_for(run) -> str | None:
+    """The queue of a queued run that no worker consumes, or None (not queued, a worker
+    listens, or the broker could not be asked)."""
+    if run.state != "queued":
+        return None
+    queues = queues_with_consumers()
+    if queues is None or run.queue in queues:
+        return None
+    return run.queue
+
+
+def worker_command(queue: str) -> str:
+    """How to start a worker for `queue` (shown next to the notice)."""
+    return f"celery -A workers.celery worker -Q {queue}"

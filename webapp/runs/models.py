@@ -5,6 +5,13 @@ from django.db import models
 from django.urls import reverse
 
 
+class RunQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        from webapp.accounts.models import Team
+
+        return self.filter(team__in=Team.objects.of(user))
+
+
 class Run(models.Model):
     QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
     STATES = [(s, s) for s in (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)]
@@ -12,7 +19,12 @@ class Run(models.Model):
 
     name = models.CharField(max_length=200)
     method = models.CharField(max_length=50)
+    team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="runs")
     prompt_set = models.ForeignKey("prompts.PromptSet", on_delete=models.PROTECT, related_name="runs")
+    # A labelled set the trainer evaluates on every eval_every steps (pass@1, pass@k, maj@k).
+    eval_prompt_set = models.ForeignKey("prompts.PromptSet", null=True, blank=True, on_delete=models.PROTECT,
+                                        related_name="eval_runs")
+    tags = models.JSONField(default=list, blank=True)
     model = models.CharField(max_length=500, default="default")
     hyperparameters = models.JSONField(default=dict)
     max_steps = models.PositiveIntegerField()
@@ -38,11 +50,19 @@ class Run(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
+    objects = RunQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-id"]
 
     def __str__(self):
         return f"{self.name} ({self.method})"
+
+    def save(self, *args, **kwargs):
+        # A run belongs to the team of the prompt set it trains on.
+        if self.team_id is None and self.prompt_set_id is not None:
+            self.team_id = self.prompt_set.team_id
+        super().save(*args, **kwargs)
 
     @property
     def run_dir(self) -> Path:
@@ -64,18 +84,22 @@ class Run(models.Model):
     def get_absolute_url(self):
         return reverse("runs:detail", args=[self.pk])
 
-    def trainer_config(self, prompts_path: Path) -> dict:
-        """The trainer's CONFIG.json (DESIGN §4.1)."""
+    def trainer_config(self, prompts_path: Path, eval_prompts_path: Path | None = None) -> dict:
+        """The trainer's CONFIG.json (DESIGN §4.1). Alert thresholds ride in the run's
+        hyperparameters for the API's sake but are the server's business, not the trainer's."""
         return {
             "method": self.method,
             "model": self.model,
             "prompts": str(prompts_path),
-            "eval_prompts": None,
+            "eval_prompts": str(eval_prompts_path) if eval_prompts_path else None,
             "embedding_model": None,
             "max_steps": self.max_steps,
             "seed": self.seed,
-            "hyperparameters": self.hyperparameters,
+            "hyperparameters": self.training_hyperparameters(),
         }
+
+    def training_hyperparameters(self) -> dict:
+        return {k: v for k, v in self.hyperparameters.items() if k != "alert_rules"}
 
     def rzero_iterations(self) -> list[int]:
         """R-Zero iterations whose question sets are in the run directory."""
@@ -109,7 +133,10 @@ class Run(models.Model):
             "id": self.pk,
             "name": self.name,
             "method": self.method,
+            "team": self.team_id,
             "prompt_set": self.prompt_set_id,
+            "eval_prompt_set": self.eval_prompt_set_id,
+            "tags": self.tags,
             "model": self.model,
             "hyperparameters": self.hyperparameters,
             "max_steps": self.max_steps,

@@ -1,5 +1,9 @@
 """Read-side helpers shared by the run pages and the JSON API."""
-from collections import defaultdict
+import json
+import math
+
+from django.db import connection
+from django.db.models import Max
 
 from .models import Group, MetricPoint, Run, RunEvent
 
@@ -22,16 +26,185 @@ def chart_metrics(run: Run) -> list[str]:
     return names + METHOD_CHART_METRICS.get(run.method, ["similarity/mean"])
 
 
-def metric_series(run: Run, names: list[str] | None = None) -> dict:
-    """{name: {"steps": [...], "values": [...]}} in step order."""
-    points = MetricPoint.objects.filter(run=run)
+# Metric groups of the run and compare pages, in display order (DESIGN §5 names).
+METRIC_GROUPS = ("health", "rewards", "labels & eval", "optimisation", "time", "other")
+_HEALTH = {"entropy", "response_length/mean", "majority_ratio", "unique_answers", "similarity/mean", "invalid_ratio",
+           "truncated_ratio", "zero_variance_groups"}
+_HEALTH_PREFIXES = ("response_length/", "similarity/")
+_METHOD_PREFIXES = ("evol_rl/", "compass/", "darl/", "rlpr/", "rzero/", "r_zero/", "ttrl/")
+_OPTIMISATION = {"kl", "loss", "grad_norm", "learning_rate", "entropy_loss", "policy_loss", "pg_loss", "kl_loss", "clip_ratio"}
+_OPTIMISATION_PREFIXES = ("clip_ratio/", "kl/", "loss/", "grad_norm/", "optim/")
+
+
+def metric_group(name: str) -> str:
+    """The section of the run page a metric is charted in (static/js/charts.js mirrors this)."""
+    if name in _HEALTH or name.startswith(_HEALTH_PREFIXES):
+        return "health"
+    if name == "reward" or name.startswith("reward/") or name.startswith(_METHOD_PREFIXES):
+        return "rewards"
+    if name == "label_accuracy" or name.startswith(("maj@", "pass@", "eval/")):
+        return "labels & eval"
+    if name in _OPTIMISATION or name.startswith(_OPTIMISATION_PREFIXES):
+        return "optimisation"
+    if name.startswith("time/"):
+        return "time"
+    return "other"
+
+
+def metric_series(run: Run, names: list[str] | None = None, since_step: int | None = None,
+                  max_points: int | None = None) -> dict:
+    """{name: {"steps": [...], "values": [...], "times": [...]}} in step order; `times` are
+    the unix seconds of the event that carried each point. `since_step` keeps the points
+    with step > since_step; `max_points` thins each series (see downsample)."""
+    return metric_series_of_runs([run.pk], names, since_step, max_points)[run.pk]
+
+
+def metric_series_of_runs(run_ids: list[int], names: list[str] | None = None, since_step: int | None = None,
+                          max_points: int | None = None) -> dict:
+    """metric_series for several runs in one query: {run_id: {name: series}}.
+
+    A point's time is its event's, joined on (run, seq): MetricPoint has no foreign key
+    to RunEvent, so the join is written out; the unique (run, seq) index serves it."""
+    result = {run_id: {} for run_id in run_ids}
+    if not run_ids:
+        return result
+    points, events = MetricPoint._meta.db_table, RunEvent._meta.db_table
+    where, params = [f"p.run_id IN ({', '.join(['%s'] * len(run_ids))})"], list(run_ids)
     if names:
-        points = points.filter(name__in=names)
-    series = defaultdict(lambda: {"steps": [], "values": []})
-    for name, step, value in points.order_by("step", "seq").values_list("name", "step", "value"):
-        series[name]["steps"].append(step)
-        series[name]["values"].append(value)
-    return dict(series)
+        where.append(f"p.name IN ({', '.join(['%s'] * len(names))})")
+        params += list(names)
+    if since_step is not None:
+        where.append("p.step > %s")
+        params.append(since_step)
+    sql = (
+        f"SELECT p.run_id, p.name, p.step, p.value, e.time FROM {points} p "
+        f"LEFT JOIN {events} e ON e.run_id = p.run_id AND e.seq = p.seq "
+        f"WHERE {' AND '.join(where)} ORDER BY p.run_id, p.name, p.step, p.seq"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for run_id, name, step, value, time in cursor.fetchall():
+            series = result[run_id].get(name)
+            if series is None:
+                series = result[run_id][name] = {"steps": [], "values": [], "times": []}
+            series["steps"].append(step)
+            series["values"].append(value)
+            series["times"].append(time)
+    if max_points is not None:
+        for per_run in result.values():
+            for name, series in per_run.items():
+                per_run[name] = downsample(series, max_points)
+    return result
+
+
+def downsample(series: dict, max_points: int) -> dict:
+    """At most max_points points of a series in step order: the points are cut into
+    max_points // 2 buckets of consecutive steps and each bucket keeps its lowest and its
+    highest value, so a one-step spike survives any thinning. Missing values (a NaN that
+    was stored as null) never win a bucket unless the whole bucket is missing."""
+    n = len(series["steps"])
+    if n <= max_points:
+        return series
+    buckets = max(1, max_points // 2)
+    size = math.ceil(n / buckets)
+    keep = []
+    for start in range(0, n, size):
+        idx = [i for i in range(start, min(start + size, n)) if series["values"][i] is not None]
+        if not idx:
+            keep.append(start)
+            continue
+        low = min(idx, key=lambda i: series["values"][i])
+        high = max(idx, key=lambda i: series["values"][i])
+        keep.extend(sorted({low, high}))
+    return {key: [values[i] for i in keep] for key, values in series.items()}
+
+
+def latest_similarity_groups(run: Run) -> dict:
+    """The heatmap's start: the groups of the latest step that has similarity matrices,
+    {"step", "groups": [{prompt_id, majority_answer, similarity}]} (step None when none)."""
+    with_matrix = Group.objects.filter(run=run, similarity__isnull=False)
+    step = with_matrix.aggregate(last=Max("step"))["last"]
+    if step is None:
+        return {"step": None, "groups": []}
+    rows = with_matrix.filter(step=step).order_by("seq").values("prompt_id", "majority_answer", "similarity")
+    # A prompt logged twice at one step (a replayed step after a resume): the later wins.
+    groups = {row["prompt_id"]: row for row in rows}
+    return {"step": step, "groups": [g for g in groups.values() if isinstance(g["similarity"], list)]}
+
+
+def run_time_origin(run: Run) -> float | None:
+    """Unix seconds of the run's first event: zero of the wall-clock x-axis."""
+    return RunEvent.objects.filter(run=run).order_by("seq").values_list("time", flat=True).first()
+
+
+def run_last_event_time(run: Run) -> float | None:
+    return RunEvent.objects.filter(run=run).order_by("-seq").values_list("time", flat=True).first()
+
+
+def resume_points(run: Run) -> list[dict]:
+    """Where the run was resumed: every trainer `status: running` event after the first,
+    placed at the step logged just before it (None when no step was logged yet)."""
+    running = [
+        (seq, time) for seq, time, payload in
+        RunEvent.objects.filter(run=run, type="status").order_by("seq").values_list("seq", "time", "payload")
+        if (payload or {}).get("state") == "running"
+    ]
+    points = []
+    for seq, time in running[1:]:
+        step = RunEvent.objects.filter(run=run, seq__lt=seq, step__isnull=False).aggregate(last=Max("step"))["last"]
+        points.append({"step": step, "time": time, "seq": seq})
+    return points
+
+
+def has_started(run: Run) -> bool:
+    """Whether the trainer has reported `running` at least once (the next is a resume)."""
+    return any((p or {}).get("state") == "running"
+               for p in RunEvent.objects.filter(run=run, type="status").values_list("payload", flat=True))
+
+
+def hyperparameter_rows(run: Run) -> tuple[list[dict], list[dict]]:
+    """The run page's hyperparameter table: [{name, value, default, differs, known}] in
+    the method's schema order, then keys the schema does not know; and the run's
+    alert_rules overrides as [{rule, param, value}]."""
+    from rl.methods import METHODS
+
+    method = METHODS.get(run.method)
+    defaults = method.defaults() if method else {}
+    hp = run.hyperparameters or {}
+    rows = []
+    for name in list(defaults) + sorted(k for k in hp if k not in defaults and k != "alert_rules"):
+        known = name in defaults
+        value = hp.get(name, defaults.get(name))
+        rows.append({
+            "name": name,
+            "value": value,
+            "default": defaults.get(name),
+            "value_text": _display(value),
+            "default_text": _display(defaults[name]) if known else "—",
+            "known": known,
+            "set": name in hp,
+            "differs": name in hp and (not known or not _same(hp[name], defaults[name])),
+        })
+    rules = []
+    overrides = hp.get("alert_rules")
+    if isinstance(overrides, dict):
+        for rule, params in overrides.items():
+            if isinstance(params, dict):
+                rules.extend({"rule": rule, "param": k, "value": _display(v)} for k, v in params.items())
+            else:
+                rules.append({"rule": rule, "param": "", "value": _display(params)})
+    return rows, rules
+
+
+def _display(value) -> str:
+    """A hyperparameter value as JSON writes it (true, null, 5e-07), the way it is entered."""
+    return json.dumps(value, sort_keys=True)
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool) and not isinstance(b, bool):
+        return math.isclose(a, b, rel_tol=1e-12, abs_tol=0.0)
+    return a == b
 
 
 def group_steps(run: Run) -> list[int]:
@@ -55,3 +228,36 @@ def groups_at(run: Run, step: int | None, prompt_id: str | None = None):
 def stage_events(run: Run) -> list[dict]:
     """R-Zero's stage events in order: {iteration, phase, state, ...}."""
     return [e.payload for e in RunEvent.objects.filter(run=run, type="stage").order_by("seq")]
+
+
+def run_alerts_json(run: Run) -> list[dict]:
+    """The run's alerts (DESIGN §4.5), oldest first, as GET /api/runs/{id}/alerts has them."""
+    from webapp.alerts.models import Alert
+
+    found = Alert.objects.filter(run=run).select_related("run", "acknowledged_by").order_by("created_at", "id")
+    return [a.to_json() for a in found[:500]]
+
+
+def hyperparameter_diff(runs: list[Run]) -> dict:
+    """The compare page's table: one row per hyperparameter any of the runs has (a value
+    the run did not set is its method's default), {name, cells: [text per run], differs}."""
+    from rl.methods import METHODS
+
+    def text(value):
+        return "—" if value is _MISSING else _display(value)
+
+    per_run, names = [], []
+    for run in runs:
+        method = METHODS.get(run.method)
+        values = {**(method.defaults() if method else {}), **(run.hyperparameters or {})}
+        per_run.append(values)
+        names += [n for n in values if n not in names]
+    rows = []
+    for name in names:
+        raw = [values.get(name, _MISSING) for values in per_run]
+        cells = [text(v) for v in raw]
+        rows.append({"name": name, "cells": cells, "differs": len(set(cells)) > 1})
+    return {"rows": rows, "differing": sum(r["differs"] for r in rows)}
+
+
+_MISSING = object()

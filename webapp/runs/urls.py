@@ -6,6 +6,7 @@ app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("runs/new/", views.run_new, name="new"),
+    path("compare/", views.compare, name="compare"),
     path("runs/<int:pk>/", views.run_detail, name="detail"),
     path("runs/<int:pk>/rollouts/", views.run_rollouts, name="rollouts"),
     path("runs/<int:pk>/questions/", views.run_questions, name="questions"),

@@ -1,104 +1,96 @@
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import JsonResponse
+from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.middleware.csrf import get_token
 from django.views.decorators.http import require_POST
 
-from rl.methods import METHODS
-from webapp.prompts.models import PromptSet
+from webapp.accounts.access import require_role, role_in
+from webapp.accounts.models import Membership
 
-from .actions import RunInputError, cancel_run, clone_run, launch_run, resume_run
-from .health import check
+from .actions import RunInputError, cancel_run, resume_run
+from . import launch_form
+from .health import check, no_worker_for
+from .listing import run_listing
 from .models import Run
-from .queries import chart_metrics, group_steps, groups_at, metric_series, stage_events
+from .queries import (
+    chart_metrics,
+    group_steps,
+    groups_at,
+    has_started,
+    hyperparameter_diff,
+    hyperparameter_rows,
+    latest_similarity_groups,
+    metric_group,
+    metric_series,
+    metric_series_of_runs,
+    resume_points,
+    run_alerts_json,
+    run_last_event_time,
+    run_time_origin,
+    stage_events,
+)
 
 
 @login_required
 def run_list(request):
-    return render(request, "runs/list.html", {"runs": Run.objects.select_related("prompt_set", "created_by")[:200]})
-
-
-def _hyperparameters_from_form(method, post):
-    """Read the selected method's fields (named hp-METHOD-NAME). An unticked checkbox
-    sends nothing, so booleans are read as presence."""
-    values = {}
-    for hp in METHODS[method].hyperparameters:
-        key = f"hp-{method}-{hp.name}"
-        if hp.type == "bool":
-            values[hp.name] = key in post
-        elif post.get(key, "") != "":
-            values[hp.name] = post[key]
-    return values
+    """The runs of the user's teams (the current team unless ?team= says otherwise), with
+    filters; ?fragment=1 answers the table body alone (the live list reloads it)."""
+    listing = run_listing(request)
+    template = "runs/_run_rows.html" if request.GET.get("fragment") else "runs/list.html"
+    return render(request, template, {"listing": listing, "runs": listing.runs})
 
 
 @login_required
 def run_new(request):
-    prompt_sets = PromptSet.objects.all()
-    form = {
-        "name": request.POST.get("name", ""),
-        "prompt_set": request.POST.get("prompt_set") or request.GET.get("prompt_set", ""),
-        "method": request.POST.get("method") or request.GET.get("method", "ttrl"),
-        "model": request.POST.get("model", "default"),
-        "max_steps": request.POST.get("max_steps", "20"),
-        "seed": request.POST.get("seed", "0"),
-        "gpus": request.POST.get("gpus", ""),
-    }
-    error = field = None
+    """The launch form (webapp/runs/launch_form.py). ?clone=<id> pre-fills it from a run;
+    an error re-renders every typed value with the field at fault marked."""
     if request.method == "POST":
-        prompt_set = PromptSet.objects.filter(pk=form["prompt_set"] or 0).first() if str(form["prompt_set"]).isdigit() else None
-        if prompt_set is None:
-            error, field = "Choose a prompt set.", "prompt_set"
-        elif form["method"] not in METHODS:
-            error, field = f"Unknown method {form['method']!r}.", "method"
-        else:
-            try:
-                run = launch_run(
-                    user=request.user,
-                    name=form["name"],
-                    method=form["method"],
-                    prompt_set=prompt_set,
-                    model=form["model"],
-                    hyperparameters=_hyperparameters_from_form(form["method"], request.POST),
-                    max_steps=form["max_steps"],
-                    seed=form["seed"],
-                    gpus=form["gpus"],
-                )
-            except RunInputError as exc:
-                error, field = str(exc), exc.field
-            else:
-                return redirect(run)
-    return render(
-        request,
-        "runs/new.html",
-        {
-            "prompt_sets": prompt_sets,
-            "methods": list(METHODS.values()),
-            "form": form,
-            "posted": request.POST if request.method == "POST" else None,
-            "error": error,
-            "field": field,
-        },
-        status=400 if error else 200,
-    )
+        run, form = launch_form.submit(request)  # PermissionDenied (403) for a viewer
+        if run is not None:
+            return redirect(run)
+    else:
+        form = launch_form.initial_form(request)
+    return render(request, "runs/new.html", launch_form.context(form), status=400 if form.error else 200)
 
 
 @login_required
 def run_detail(request, pk):
-    run = get_object_or_404(Run.objects.select_related("prompt_set", "created_by"), pk=pk)
+    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("prompt_set", "created_by", "team"), pk=pk)
+    role = role_in(request.user, run.team_id)
+    can_act = Membership.allows(role, Membership.MEMBER)
+    get_token(request)  # the Acknowledge button posts with the csrftoken cookie
+    hp_rows, alert_rule_rows = hyperparameter_rows(run)
+    source = Run.objects.visible_to(request.user).filter(pk=run.cloned_from_id).first() if run.cloned_from_id else None
+    metrics = metric_series(run)
     initial = {
         "run": run.to_json(),
-        "metrics": metric_series(run),
+        "metrics": metrics,
+        "metric_groups": {name: metric_group(name) for name in [*metrics, *chart_metrics(run)]},
         "chart_metrics": chart_metrics(run),
         "steps": group_steps(run),
         "stages": stage_events(run),
+        "heatmap": latest_similarity_groups(run),
+        "resumes": resume_points(run),
+        "started": has_started(run),
+        "time_origin": run_time_origin(run),
+        "last_event_time": run_last_event_time(run),
+        "alerts": run_alerts_json(run),
+        "role": role,
+        "can_act": can_act,
     }
-    return render(request, "runs/detail.html", {"run": run, "initial": initial, "iterations": run.rzero_iterations()})
+    return render(request, "runs/detail.html", {
+        "run": run, "initial": initial, "iterations": run.rzero_iterations(), "role": role, "can_act": can_act,
+        "hp_rows": hp_rows, "alert_rule_rows": alert_rule_rows, "cloned_from": source,
+        "no_worker_for_queue": no_worker_for(run),
+    })
 
 
 @login_required
 def run_questions(request, pk):
     """R-Zero: the question pool of one iteration, with p̂, pseudo-label and kept flag."""
-    run = get_object_or_404(Run, pk=pk)
+    run = get_object_or_404(Run.objects.visible_to(request.user), pk=pk)
     iterations = run.rzero_iterations()
     iteration = request.GET.get("iteration")
     iteration = int(iteration) if iteration and iteration.isdigit() else (iterations[-1] if iterations else None)
@@ -112,7 +104,7 @@ def run_questions(request, pk):
 
 @login_required
 def run_rollouts(request, pk):
-    run = get_object_or_404(Run.objects.select_related("prompt_set"), pk=pk)
+    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("prompt_set"), pk=pk)
     step = request.GET.get("step")
     step = int(step) if step and step.lstrip("-").isdigit() else None
     step, groups = groups_at(run, step, request.GET.get("prompt") or None)
@@ -128,14 +120,16 @@ def run_rollouts(request, pk):
 @login_required
 @require_POST
 def run_action(request, pk, action):
-    run = get_object_or_404(Run, pk=pk)
+    run = get_object_or_404(Run.objects.visible_to(request.user), pk=pk)
     try:
         if action == "cancel":
-            run = cancel_run(run)
+            run = cancel_run(run, request.user)
         elif action == "resume":
-            run = resume_run(run)
+            run = resume_run(run, request.user)
         elif action == "clone":
-            run = clone_run(run, user=request.user)
+            # Cloning opens the launch form pre-filled, to edit before launching.
+            require_role(request.user, run.team_id, Membership.MEMBER)
+            return redirect(f"{reverse('runs:new')}?clone={run.pk}")
     except RunInputError as exc:
         messages.error(request, str(exc))
     return redirect(run)
@@ -144,3 +138,45 @@ def run_action(request, pk, action):
 def healthz(request):
     status, body = check()
     return JsonResponse(body, status=status)
+
+
+@login_required
+def compare(request):
+    """/compare/?runs=1,2,3: the metrics two or more runs share, overlaid, and their
+    hyperparameters side by side. A run the user may not see is a 404, as on its own page."""
+    from .api_views import MAX_COMPARED_RUNS, parse_run_ids
+
+    visible = Run.objects.visible_to(request.user)
+    raw = [v for v in request.GET.getlist("runs") if v.strip()]
+    if not raw:
+        recent = visible.select_related("prompt_set")[:50]
+        return render(request, "runs/compare.html", {"runs": [], "recent": recent, "max_runs": MAX_COMPARED_RUNS})
+    ids, problem = parse_run_ids(raw)
+    if problem:
+        recent = visible.select_related("prompt_set")[:50]
+        return render(request, "runs/compare.html", {"runs": [], "recent": recent, "error": problem,
+                                                     "max_runs": MAX_COMPARED_RUNS}, status=400)
+    found = {r.pk: r for r in visible.select_related("prompt_set", "team", "created_by").filter(pk__in=ids)}
+    missing = [pk for pk in ids if pk not in found]
+    if missing:
+        raise Http404(f"no run with id {missing[0]}")
+    if len(ids) < 2:  # "Compare…" from a run page: pick the others
+        recent = list(visible.select_related("prompt_set")[:50])
+        recent += [found[pk] for pk in ids if found[pk] not in recent]
+        return render(request, "runs/compare.html", {"runs": [], "recent": recent, "preselected": ids,
+                                                     "max_runs": MAX_COMPARED_RUNS})
+    runs = [found[pk] for pk in ids]
+    series = metric_series_of_runs(ids, max_points=COMPARE_PAGE_MAX_POINTS)
+    initial = {
+        "runs": [{**r.to_json(), "prompt_set_name": r.prompt_set.name, "time_origin": run_time_origin(r)} for r in runs],
+        "metrics": {str(pk): series[pk] for pk in ids},
+        "metric_groups": {name: metric_group(name) for per_run in series.values() for name in per_run},
+        "max_points": COMPARE_PAGE_MAX_POINTS,
+    }
+    return render(request, "runs/compare.html", {
+        "runs": runs, "initial": initial, "hp_table": hyperparameter_diff(runs), "max_runs": MAX_COMPARED_RUNS,
+    })
+
+
+# Series on the compare page are thinned to this many points (min/max per bucket).
+COMPARE_PAGE_MAX_POINTS = 2000

@@ -4,6 +4,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from webapp.accounts.models import Membership, Team
 from webapp.prompts.models import PromptSet
 from webapp.prompts.parsing import parse_prompt_file
 
@@ -16,7 +17,7 @@ SAMPLES = [
 
 
 class Command(BaseCommand):
-    help = "Create the demo account and the sample prompt sets; leaves existing ones alone."
+    help = "Create the demo account, the team `demo` (the account its admin) and the sample prompt sets; leaves existing ones alone."
 
     def add_arguments(self, parser):
         parser.add_argument("--username", default="demo")
@@ -28,9 +29,11 @@ class Command(BaseCommand):
         if user is None:
             user = User.objects.create_user(username=username, password=password, is_staff=True, is_superuser=True)
             self.stdout.write(f"created user {username!r}")
+        team, _ = Team.objects.get_or_create(name="demo")
+        Membership.objects.get_or_create(team=team, user=user, defaults={"role": Membership.ADMIN})
         for name, path in SAMPLES:
-            if PromptSet.objects.filter(name=name).exists():
+            if PromptSet.objects.filter(team=team, name=name).exists():
                 continue
             parsed = parse_prompt_file(path.name, path.read_bytes(), settings.PROMPT_FILE_MAX_BYTES)
-            PromptSet.create_from_parsed(name=name, owner=user, filename=path.name, parsed=parsed)
+            PromptSet.create_from_parsed(name=name, owner=user, team=team, filename=path.name, parsed=parsed)
             self.stdout.write(f"loaded prompt set {name!r} ({len(parsed.rows)} rows)")

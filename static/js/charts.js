@@ -1,0 +1,466 @@
+// Metric charts shared by the run page (run_live.js) and the compare page (compare.js).
+//
+// A Board holds one Plotly chart per metric, in collapsible sections per metric group,
+// each chart with one series per key (the run page has one key, the compare page one per
+// run). The controls (smoothing, log scale, step or wall-clock x-axis) apply to every
+// chart of the board. Series only grow: a point whose step the series already has is
+// skipped, so live messages that race a page load or a catch-up read never draw twice.
+//
+// Metric names and run names come from trainer logs and users: they reach the DOM only
+// through textContent, and Plotly text (titles, legends, labels) is entity-escaped.
+(function () {
+  "use strict";
+
+  // Groups and their order; metricGroup mirrors webapp/runs/queries.py::metric_group.
+  const GROUPS = ["health", "rewards", "labels & eval", "optimisation", "time", "other"];
+  const HEALTH = ["entropy", "response_length/mean", "similarity/mean", "majority_ratio", "unique_answers",
+    "invalid_ratio", "truncated_ratio", "zero_variance_groups"];
+  const METHOD_PREFIXES = ["evol_rl/", "compass/", "darl/", "rlpr/", "rzero/", "r_zero/", "ttrl/"];
+  const OPTIMISATION = ["kl", "loss", "grad_norm", "learning_rate", "entropy_loss", "policy_loss", "pg_loss", "kl_loss",
+    "clip_ratio"];
+  // Display order inside a group (DESIGN §5 order); other names follow alphabetically.
+  const ORDER = HEALTH.concat(["reward/mean", "reward/std", "reward/vote_mean", "reward/vote_std", "label_accuracy",
+    "maj@16", "pass@1", "pass@16", "kl", "loss", "grad_norm", "learning_rate", "clip_ratio/low", "clip_ratio/high",
+    "time/step", "time/generation", "time/reward", "time/update"]);
+
+  function startsWithAny(name, prefixes) {
+    return prefixes.some(function (p) { return name.indexOf(p) === 0; });
+  }
+
+  function metricGroup(name) {
+    if (HEALTH.indexOf(name) >= 0 || startsWithAny(name, ["response_length/", "similarity/"])) return "health";
+    if (name === "reward" || name.indexOf("reward/") === 0 || startsWithAny(name, METHOD_PREFIXES)) return "rewards";
+    if (name === "label_accuracy" || startsWithAny(name, ["maj@", "pass@", "eval/"])) return "labels & eval";
+    if (OPTIMISATION.indexOf(name) >= 0 || startsWithAny(name, ["clip_ratio/", "kl/", "loss/", "grad_norm/", "optim/"])) return "optimisation";
+    if (name.indexOf("time/") === 0) return "time";
+    return "other";
+  }
+
+  function sortKey(name) {
+    const i = ORDER.indexOf(name);
+    return (i >= 0 ? String(1000 + i) : "9999") + " " + name;
+  }
+
+  // Which charts an alert's marker goes on: the metrics its rule reads (DESIGN §4.5);
+  // a rule not listed here (stalled, run_failed, anything new) marks every chart.
+  const RULE_METRICS = {
+    entropy_collapse: ["entropy"],
+    diversity_collapse: ["similarity/mean", "unique_answers"],
+    majority_lock_in: ["majority_ratio"],
+    pass_at_k_divergence: ["pass@1", "pass@16", "pass@*", "eval/*"],
+    length_collapse: ["response_length/mean", "truncated_ratio"],
+    invalid_answers: ["invalid_ratio", "evol_rl/invalid_ratio"],
+    zero_variance_groups: ["zero_variance_groups", "reward/std"],
+  };
+
+  function matches(name, patterns) {
+    if (!patterns) return true;
+    return patterns.some(function (p) {
+      return p.charAt(p.length - 1) === "*" ? name.indexOf(p.slice(0, -1)) === 0 : p === name;
+    });
+  }
+
+  // D3's category10: one colour per run on the compare page.
+  const PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"];
+  const SEVERITY_COLORS = { info: "#667085", warning: "#d97706", critical: "#c0362c" };
+
+  // Similarity matrices sit near 1 in a collapsing run: most colour stops are in 0.8–1.0
+  // so that 0.90 (orange) and 0.99 (dark red) look different; hover shows the value.
+  const SIMILARITY_COLORSCALE = [
+    [0.0, "#313695"], [0.4, "#4575b4"], [0.7, "#74add1"], [0.8, "#abd9e9"], [0.85, "#e0f3f8"],
+    [0.88, "#ffffbf"], [0.91, "#fee090"], [0.94, "#fdae61"], [0.96, "#f46d43"], [0.98, "#d73027"], [1.0, "#67001f"],
+  ];
+
+  // Plotly renders a few HTML-like tags in its text; untrusted text is entity-escaped.
+  function plotlyText(s) {
+    return String(s).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  }
+
+  function slug(name) { return name.replace(/[^a-z0-9]+/gi, "-"); }
+
+  function ema(values, alpha) {
+    const out = new Array(values.length);
+    let last = null;
+    for (let i = 0; i < values.length; i++) {
+      const v = values[i];
+      if (v === null || v === undefined || !isFinite(v)) { out[i] = null; continue; }
+      last = last === null ? v : alpha * last + (1 - alpha) * v;
+      out[i] = last;
+    }
+    return out;
+  }
+
+  function formatDuration(seconds) {
+    if (seconds === null || seconds === undefined || !isFinite(seconds)) return "—";
+    seconds = Math.max(0, Math.round(seconds));
+    const d = Math.floor(seconds / 86400), h = Math.floor(seconds % 86400 / 3600),
+      m = Math.floor(seconds % 3600 / 60), s = seconds % 60;
+    if (d) return d + "d " + h + "h " + m + "m";
+    if (h) return h + "h " + m + "m " + s + "s";
+    if (m) return m + "m " + s + "s";
+    return s + "s";
+  }
+
+  // ------------------------------------------------------------------ controls
+
+  const STORE = "evolab.chart-controls";
+
+  function Controls(root, onChange) {
+    let saved = {};
+    try { saved = JSON.parse(localStorage.getItem(STORE) || "{}") || {}; } catch (e) { saved = {}; }
+    this.state = {
+      smoothing: typeof saved.smoothing === "number" && saved.smoothing >= 0 && saved.smoothing <= 0.99 ? saved.smoothing : 0,
+      logY: saved.logY === true,
+      xMode: saved.xMode === "time" ? "time" : "step",
+    };
+    const self = this;
+    root.classList.add("chart-controls");
+    root.textContent = "";
+
+    const smoothLabel = el("label", "control");
+    smoothLabel.appendChild(document.createTextNode("Smoothing "));
+    const slider = el("input");
+    slider.type = "range"; slider.min = "0"; slider.max = "0.99"; slider.step = "0.01";
+    slider.value = String(this.state.smoothing);
+    slider.className = "smoothing";
+    const shown = el("output", "smoothing-value");
+    shown.textContent = this.state.smoothing.toFixed(2);
+    slider.addEventListener("input", function () {
+      self.state.smoothing = Number(slider.value);
+      shown.textContent = self.state.smoothing.toFixed(2);
+      changed();
+    });
+    smoothLabel.appendChild(slider); smoothLabel.appendChild(shown);
+
+    const logLabel = el("label", "control");
+    const log = el("input");
+    log.type = "checkbox"; log.className = "log-y"; log.checked = this.state.logY;
+    log.addEventListener("change", function () { self.state.logY = log.checked; changed(); });
+    logLabel.appendChild(log); logLabel.appendChild(document.createTextNode(" log y-scale"));
+
+    const xLabel = el("label", "control");
+    xLabel.appendChild(document.createTextNode("x-axis "));
+    const x = el("select", "x-mode");
+    [["step", "step"], ["time", "wall-clock (elapsed)"]].forEach(function (o) {
+      const opt = el("option"); opt.value = o[0]; opt.textContent = o[1]; x.appendChild(opt);
+    });
+    x.value = this.state.xMode;
+    x.addEventListener("change", function () { self.state.xMode = x.value; changed(); });
+    xLabel.appendChild(x);
+
+    const hint = el("span", "hint");
+    hint.textContent = "drag to zoom · double-click to reset";
+    [smoothLabel, logLabel, xLabel, hint].forEach(function (n) { root.appendChild(n); });
+
+    function changed() {
+      try { localStorage.setItem(STORE, JSON.stringify(self.state)); } catch (e) { /* private mode */ }
+      onChange(self.state);
+    }
+  }
+
+  function el(tag, cls) {
+    const node = document.createElement(tag);
+    if (cls) node.className = cls;
+    return node;
+  }
+
+  // ------------------------------------------------------------------ board
+
+  // options: {controlsRoot, series: {key: {name, color}}, legend, minSeries, groups: {metric: group}}
+  function Board(root, options) {
+    this.root = root;
+    this.options = options || {};
+    this.minSeries = this.options.minSeries || 1;
+    this.series = {};        // key -> {name, color}
+    this.data = {};          // metric -> key -> {steps, values, times, last}
+    this.charts = {};        // metric -> div
+    this.origins = {};       // key -> unix seconds of the first event
+    this.stepTimes = {};     // key -> {step: time}
+    this.markers = [];
+    this.dirty = {};
+    this.timer = null;
+    this.sections = {};
+    const self = this;
+    Object.keys(this.options.series || {}).forEach(function (k) { self.series[k] = self.options.series[k]; });
+    root.classList.add("metric-board");
+    if (this.options.legend) root.classList.add("with-legend");
+    GROUPS.forEach(function (group) {
+      const details = el("details", "metric-group");
+      details.open = true;
+      details.hidden = true;
+      details.dataset.group = group;
+      const summary = el("summary");
+      const title = el("span", "group-title"); title.textContent = group;
+      const count = el("span", "group-count");
+      summary.appendChild(title); summary.appendChild(count);
+      const grid = el("div", "charts");
+      details.appendChild(summary); details.appendChild(grid);
+      // Plotly cannot measure a chart inside a closed <details>; size it when opened.
+      details.addEventListener("toggle", function () {
+        if (details.open) grid.querySelectorAll(".chart").forEach(function (div) { if (div.data) Plotly.Plots.resize(div); });
+      });
+      root.appendChild(details);
+      self.sections[group] = { details: details, grid: grid, count: count };
+    });
+    this.controls = new Controls(this.options.controlsRoot, function () { self.renderAll(); });
+  }
+
+  Board.prototype.setSeries = function (key, info) { this.series[key] = info; this.markDirtyAll(); };
+  Board.prototype.setOrigin = function (key, time) {
+    if (time !== null && time !== undefined && this.origins[key] === undefined) this.origins[key] = time;
+  };
+  Board.prototype.origin = function (key) {
+    if (this.origins[key] !== undefined) return this.origins[key];
+    // Without a recorded first event, the earliest point seen stands in for it.
+    let first = null;
+    const times = this.stepTimes[key] || {};
+    Object.keys(times).forEach(function (s) { if (first === null || times[s] < first) first = times[s]; });
+    return first;
+  };
+
+  Board.prototype.names = function () { return Object.keys(this.charts); };
+  Board.prototype.lastStep = function (key) {
+    let last = null;
+    const times = this.stepTimes[key] || {};
+    Object.keys(times).forEach(function (s) { s = Number(s); if (last === null || s > last) last = s; });
+    const self = this;
+    Object.keys(this.data).forEach(function (name) {
+      const d = self.data[name][key];
+      if (d && d.last !== -Infinity && (last === null || d.last > last)) last = d.last;
+    });
+    return last;
+  };
+
+  // A chart for `name` now, even before it has data (the run page's key metrics).
+  Board.prototype.ensureChart = function (name) {
+    if (this.charts[name]) return this.charts[name];
+    // The server's grouping (queries.py::metric_group) for the names it sent; the same
+    // rules here for names that first arrive live.
+    const group = (this.options.groups || {})[name] || metricGroup(name);
+    const section = this.sections[group] || this.sections.other;
+    const div = el("div", "chart card");
+    div.id = "chart-" + slug(name);
+    div.dataset.metric = name;
+    div.dataset.points = "0";
+    div.dataset.series = "0";
+    const key = sortKey(name);
+    div.dataset.sort = key;
+    let before = null;
+    section.grid.querySelectorAll(".chart").forEach(function (other) {
+      if (before === null && other.dataset.sort > key) before = other;
+    });
+    section.grid.insertBefore(div, before);
+    section.details.hidden = false;
+    section.count.textContent = " (" + section.grid.children.length + ")";
+    this.charts[name] = div;
+    this.dirty[name] = true;
+    this.schedule();
+    return div;
+  };
+
+  // Append points of one series (steps ascending); returns how many were new.
+  Board.prototype.add = function (name, key, steps, values, times) {
+    if (!this.data[name]) this.data[name] = {};
+    let d = this.data[name][key];
+    if (!d) d = this.data[name][key] = { steps: [], values: [], times: [], last: -Infinity };
+    if (!this.stepTimes[key]) this.stepTimes[key] = {};
+    let added = 0;
+    for (let i = 0; i < steps.length; i++) {
+      const t = times ? times[i] : null;
+      if (t !== null && t !== undefined && this.stepTimes[key][steps[i]] === undefined) this.stepTimes[key][steps[i]] = t;
+      if (!(steps[i] > d.last)) continue;
+      d.steps.push(steps[i]); d.values.push(values[i]); d.times.push(t === undefined ? null : t);
+      d.last = steps[i];
+      added++;
+    }
+    if (!added) return 0;
+    const withData = Object.keys(this.data[name]).filter(function (k) { return this.data[name][k].steps.length; }, this);
+    if (this.charts[name] || withData.length >= this.minSeries) {
+      this.ensureChart(name);
+      this.dirty[name] = true;
+      this.schedule();
+    }
+    return added;
+  };
+
+  // markers: [{key?, step, label, color, metrics: [patterns]|null, dash?}]
+  Board.prototype.setMarkers = function (markers) { this.markers = markers.slice(); this.markDirtyAll(); };
+  Board.prototype.markDirtyAll = function () {
+    const self = this;
+    Object.keys(this.charts).forEach(function (n) { self.dirty[n] = true; });
+    this.schedule();
+  };
+  Board.prototype.renderAll = function () { this.markDirtyAll(); };
+
+  Board.prototype.schedule = function () {
+    if (this.timer !== null) return;
+    const self = this;
+    this.timer = setTimeout(function () { self.timer = null; self.flush(); }, 30);
+  };
+
+  Board.prototype.flush = function () {
+    const self = this;
+    Object.keys(this.dirty).forEach(function (name) {
+      delete self.dirty[name];
+      if (self.charts[name]) self.draw(name);
+    });
+  };
+
+  Board.prototype.timeUnit = function () {
+    let span = 0;
+    const self = this;
+    Object.keys(this.stepTimes).forEach(function (key) {
+      const o = self.origin(key), times = self.stepTimes[key];
+      if (o === null) return;
+      Object.keys(times).forEach(function (s) { span = Math.max(span, times[s] - o); });
+    });
+    if (span < 600) return { div: 1, label: "elapsed (s)" };
+    if (span < 36000) return { div: 60, label: "elapsed (min)" };
+    return { div: 3600, label: "elapsed (h)" };
+  };
+
+  Board.prototype.markerX = function (key, step, unit, mode) {
+    if (mode === "step") return step;
+    const times = this.stepTimes[key] || {};
+    const o = this.origin(key);
+    if (times[step] === undefined || o === null) return null;
+    return (times[step] - o) / unit.div;
+  };
+
+  Board.prototype.draw = function (name) {
+    const div = this.charts[name];
+    const state = this.controls.state;
+    const unit = state.xMode === "time" ? this.timeUnit() : null;
+    const traces = [];
+    const self = this;
+    let points = 0, seriesCount = 0;
+    const keys = Object.keys(this.data[name] || {});
+    const order = Object.keys(this.series);
+    keys.sort(function (a, b) { return order.indexOf(a) - order.indexOf(b); });
+    keys.forEach(function (key) {
+      const d = self.data[name][key];
+      if (!d.steps.length) return;
+      seriesCount++;
+      points += d.steps.length;
+      const info = self.series[key] || { name: key, color: PALETTE[0] };
+      let x;
+      if (state.xMode === "time") {
+        const o = self.origin(key);
+        x = d.times.map(function (t) { return t === null || o === null ? null : (t - o) / unit.div; });
+      } else {
+        x = d.steps;
+      }
+      const label = plotlyText(info.name);
+      const hover = "%{fullData.name}<br>step %{customdata}: %{y:.4g}<extra></extra>";
+      if (state.smoothing > 0) {
+        traces.push({ x: x, y: d.values, customdata: d.steps, type: "scatter", mode: "lines", name: label,
+          legendgroup: key, showlegend: false, opacity: 0.25, line: { color: info.color, width: 1 }, hovertemplate: hover });
+        traces.push({ x: x, y: ema(d.values, state.smoothing), customdata: d.steps, type: "scatter", mode: "lines",
+          name: label, legendgroup: key, showlegend: !!self.options.legend, line: { color: info.color, width: 2 },
+          hovertemplate: "%{fullData.name}<br>step %{customdata}: %{y:.4g} (smoothed)<extra></extra>" });
+      } else {
+        traces.push({ x: x, y: d.values, customdata: d.steps, type: "scatter",
+          mode: d.steps.length <= 60 ? "lines+markers" : "lines", marker: { size: 4 }, name: label, legendgroup: key,
+          showlegend: !!self.options.legend, line: { color: info.color, width: 1.5 }, hovertemplate: hover });
+      }
+    });
+    const shapes = [], annotations = [];
+    this.markers.forEach(function (m) {
+      if (!matches(name, m.metrics)) return;
+      const key = m.key || Object.keys(self.series)[0];
+      const x = self.markerX(key, m.step, unit, state.xMode);
+      if (x === null || x === undefined) return;
+      shapes.push({ type: "line", xref: "x", yref: "paper", x0: x, x1: x, y0: 0, y1: 1,
+        line: { color: m.color || "#667085", width: 1, dash: m.dash || "dash" } });
+      annotations.push({ x: x, xref: "x", y: 1, yref: "paper", yanchor: "bottom", showarrow: false,
+        text: plotlyText(m.label), font: { size: 10, color: m.color || "#667085" } });
+    });
+    const layout = {
+      title: { text: plotlyText(name), font: { size: 14 } },
+      margin: { t: 44, r: 12, b: this.options.legend ? 84 : 40, l: 56 },
+      autosize: true,
+      showlegend: !!this.options.legend,
+      legend: { orientation: "h", x: 0, y: -0.22, yanchor: "top", font: { size: 11 } },
+      xaxis: { title: { text: state.xMode === "time" ? unit.label : "step", standoff: 4 }, zeroline: false },
+      yaxis: { type: state.logY ? "log" : "linear", exponentformat: "power" },
+      shapes: shapes,
+      annotations: annotations,
+      dragmode: "zoom",
+      hovermode: "closest",
+      // Zoom survives live updates; changing the axes' meaning resets it.
+      uirevision: state.xMode + "|" + state.logY,
+    };
+    const config = { responsive: true, displaylogo: false, doubleClick: "reset",
+      modeBarButtons: [["zoom2d", "pan2d", "resetScale2d", "toImage"]] };
+    Plotly.react(div, traces, layout, config);
+    div.dataset.points = String(points);
+    div.dataset.series = String(seriesCount);
+    div.dataset.xMode = state.xMode;
+    div.dataset.logY = String(state.logY);
+  };
+
+  // ------------------------------------------------------------------ helpers
+
+  function csrfToken() {
+    const m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    return m ? decodeURIComponent(m[1]) : "";
+  }
+
+  function getJSON(url) {
+    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } }).then(function (r) {
+      if (!r.ok) throw new Error(url + " answered " + r.status);
+      return r.json();
+    });
+  }
+
+  // A run's socket: reconnects with backoff until stop() (a run that has ended).
+  function RunSocket(runId, handlers) {
+    this.runId = runId;
+    this.handlers = handlers;
+    this.stopped = false;
+    this.retry = 500;
+    this.ws = null;
+    this.connect();
+  }
+  RunSocket.prototype.connect = function () {
+    const self = this;
+    if (this.stopped) return;
+    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    const ws = this.ws = new WebSocket(scheme + location.host + "/ws/runs/" + this.runId + "/");
+    ws.onopen = function () { self.retry = 500; if (self.handlers.open) self.handlers.open(); };
+    ws.onmessage = function (e) {
+      let m;
+      try { m = JSON.parse(e.data); } catch (err) { return; }
+      if (self.handlers[m.type]) self.handlers[m.type](m);
+    };
+    ws.onclose = function (e) {
+      if (self.handlers.close) self.handlers.close(e);
+      // 4403/4404: not allowed or no such run; retrying cannot help.
+      if (self.stopped || e.code === 4403 || e.code === 4404) return;
+      setTimeout(function () { self.connect(); }, self.retry);
+      self.retry = Math.min(self.retry * 2, 10000);
+    };
+  };
+  RunSocket.prototype.stop = function () {
+    this.stopped = true;
+    if (this.ws && this.ws.readyState <= 1) this.ws.close();
+  };
+
+  window.EvolabCharts = {
+    GROUPS: GROUPS,
+    PALETTE: PALETTE,
+    RULE_METRICS: RULE_METRICS,
+    SEVERITY_COLORS: SEVERITY_COLORS,
+    SIMILARITY_COLORSCALE: SIMILARITY_COLORSCALE,
+    TERMINAL: ["succeeded", "failed", "cancelled"],
+    Board: Board,
+    RunSocket: RunSocket,
+    metricGroup: metricGroup,
+    ema: ema,
+    formatDuration: formatDuration,
+    plotlyText: plotlyText,
+    csrfToken: csrfToken,
+    getJSON: getJSON,
+    slug: slug,
+  };
+})();

@@ -1,0 +1,86 @@
+// The team's alerts page: rows from the page's JSON, then live `alert` messages from
+// ws/teams/{id}/ (opened, updated, acknowledged, resolved). Alert text is model- and
+// user-derived: it is only ever set with textContent.
+(function () {
+  const table = document.getElementById("alerts-table");
+  const body = table.querySelector("tbody");
+  const teamId = table.dataset.team;
+  const filter = table.dataset.state;
+  const canAct = table.dataset.canAct === "1";
+
+  function shown(alert) {
+    if (filter === "all") return true;
+    if (filter === "active") return alert.state === "open" || alert.state === "acknowledged";
+    return alert.state === filter;
+  }
+
+  function csrf() {
+    const m = document.cookie.match(/(?:^|; )csrftoken=([^;]+)/);
+    return m ? decodeURIComponent(m[1]) : "";
+  }
+
+  function cell(row, text) {
+    const td = document.createElement("td");
+    if (text instanceof Node) td.appendChild(text); else td.textContent = text === null || text === undefined ? "" : String(text);
+    row.appendChild(td);
+    return td;
+  }
+
+  function render(alert) {
+    let row = body.querySelector('tr[data-alert-id="' + alert.id + '"]');
+    if (!shown(alert)) { if (row) row.remove(); return update(); }
+    const fresh = document.createElement("tr");
+    fresh.dataset.alertId = alert.id;
+    fresh.dataset.rule = alert.rule;
+    fresh.dataset.state = alert.state;
+    fresh.className = "alert-row severity-" + alert.severity + " state-" + alert.state;
+    const sev = document.createElement("span");
+    sev.className = "badge severity-" + alert.severity;
+    sev.textContent = alert.severity;
+    cell(fresh, sev);
+    cell(fresh, alert.rule);
+    const link = document.createElement("a");
+    link.href = "/runs/" + alert.run + "/";
+    link.textContent = (alert.run_name || "run") + " #" + alert.run;
+    cell(fresh, link);
+    cell(fresh, alert.step === null ? "—" : alert.step + (alert.last_step !== alert.step && alert.last_step !== null ? " → " + alert.last_step : ""));
+    cell(fresh, alert.message);
+    cell(fresh, alert.state + (alert.acknowledged_by ? " by " + alert.acknowledged_by : ""));
+    cell(fresh, new Date(alert.updated_at).toLocaleString());
+    const actions = cell(fresh, "");
+    if (canAct && alert.state === "open") {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "secondary acknowledge";
+      button.textContent = "Acknowledge";
+      button.addEventListener("click", function () {
+        button.disabled = true;
+        fetch("/api/alerts/" + alert.id + "/acknowledge", {
+          method: "POST", credentials: "same-origin", headers: { "X-CSRFToken": csrf() },
+        }).then(function (r) { return r.json(); }).then(render).catch(function () { button.disabled = false; });
+      });
+      actions.appendChild(button);
+    }
+    if (row) row.replaceWith(fresh); else body.insertBefore(fresh, body.firstChild);
+    update();
+  }
+
+  function update() { document.getElementById("no-alerts").hidden = body.children.length > 0; }
+
+  JSON.parse(document.getElementById("alerts-initial").textContent).slice().reverse().forEach(render);
+  update();
+
+  let retry = 500;
+  function connect() {
+    const scheme = location.protocol === "https:" ? "wss://" : "ws://";
+    const ws = new WebSocket(scheme + location.host + "/ws/teams/" + teamId + "/");
+    const indicator = document.getElementById("live-indicator");
+    ws.onopen = function () { indicator.textContent = "live"; indicator.className = "live on"; retry = 500; };
+    ws.onmessage = function (e) { const m = JSON.parse(e.data); if (m.type === "alert") render(m); };
+    ws.onclose = function () {
+      indicator.textContent = "not live"; indicator.className = "live off";
+      setTimeout(connect, retry); retry = Math.min(retry * 2, 10000);
+    };
+  }
+  connect();
+})();

@@ -1,0 +1,181 @@
+"""The run page's charts, controls, heatmap and alerts, and the compare page, in headless
+Chromium against the live daphne. No training: events are crafted and ingested here,
+into the test database the server reads, and pushed live through the same Redis."""
+import threading
+
+import pytest
+
+from tests.e2e.test_browser import browser_page  # noqa: F401 - the fixture
+from tests.factories import event_log, make_prompt_set
+from webapp.runs.models import Run
+from workers.ingest import ingest_events
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("transactional_db")]
+
+SIM = {"p1": [[1.0, 0.9, 0.5], [0.9, 1.0, 0.6], [0.5, 0.6, 1.0]], "p2": [[1.0, 0.99, 0.99], [0.99, 1.0, 0.99], [0.99, 0.99, 1.0]]}
+
+
+def crafted_log(steps=3, extra=None, start_seq=0, start_step=1):
+    events = event_log(steps=steps, group_size=3, start_seq=start_seq, start_step=start_step)
+    for e in events:
+        if e["type"] == "group":
+            e["similarity"] = SIM[e["prompt_id"]]
+        if e["type"] == "metrics":
+            e["values"].update({"kl": 0.01 * e["step"], "time/step": 2.0, **(extra or {})})
+    return events
+
+
+def off_loop(fn, *args):
+    """Call fn in another thread: Playwright's sync API runs an event loop in this one, and
+    the live push (async_to_sync) refuses to run inside it."""
+    from django.db import connection
+
+    outcome = {}
+
+    def target():
+        try:
+            outcome["value"] = fn(*args)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            outcome["error"] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(60)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def sign_in(page, live_stack, session_key):
+    page.context.add_cookies([{"name": "sessionid", "value": session_key, "url": live_stack.url}])
+
+
+def layout(page, selector, path):
+    return page.evaluate(f"() => {{ const d = document.querySelector({selector!r}); return d && d._fullLayout ? d._fullLayout.{path} : null; }}")
+
+
+def test_the_run_page_groups_charts_switches_axes_marks_alerts_and_picks_heatmap_prompts(
+        live_stack, live_user, session_key, browser_page):  # noqa: F811
+    from webapp.alerts.models import Alert
+
+    page = browser_page
+    run = Run.objects.create(name="<i>crafted</i>", method="evol_rl", prompt_set=make_prompt_set(live_user), max_steps=3,
+                             created_by=live_user, state=Run.SUCCEEDED)
+    off_loop(ingest_events, run, crafted_log())
+    Alert.objects.filter(run=run).delete()  # whatever the live rules made of the crafted log
+    alert = Alert.objects.create(team=run.team, run=run, rule="entropy_collapse", severity="critical", step=2, last_step=3,
+                                 message="entropy <b>fell</b>", values={})
+    sign_in(page, live_stack, session_key)
+    page.goto(f"{live_stack.url}/runs/{run.pk}/")
+
+    # Sections per group, a chart per metric with data.
+    page.wait_for_selector('details.metric-group[data-group="health"] #chart-entropy')
+    page.wait_for_selector('details.metric-group[data-group="optimisation"] #chart-kl')
+    page.wait_for_selector('details.metric-group[data-group="time"] [data-metric="time/step"]')
+    page.wait_for_selector('details.metric-group[data-group="labels & eval"] [data-metric="label_accuracy"]')
+    page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '3'")
+    assert page.is_hidden('details.metric-group[data-group="other"]')
+
+    # The alert: listed (escaped), acknowledgeable, and marked on the entropy chart only.
+    item = page.locator(f'#alerts li[data-alert-id="{alert.pk}"]')
+    assert item.get_attribute("data-rule") == "entropy_collapse" and item.get_attribute("data-state") == "open"
+    assert "critical" in item.get_attribute("class")
+    assert "entropy <b>fell</b>" in item.inner_text()
+    assert layout(page, "#chart-entropy", "shapes.length") == 1 and layout(page, "#chart-entropy", "shapes[0].x0") == 2
+    assert layout(page, "#chart-kl", "shapes.length") == 0
+    item.locator("button.acknowledge").click()
+    page.wait_for_selector(f'#alerts li[data-alert-id="{alert.pk}"][data-state="acknowledged"]')
+    assert Alert.objects.get(pk=alert.pk).state == "acknowledged"
+
+    # Log scale and wall-clock apply to every chart.
+    assert layout(page, "#chart-entropy", "yaxis.type") == "linear"
+    page.check("#chart-controls input.log-y")
+    page.wait_for_function("() => document.getElementById('chart-kl')._fullLayout.yaxis.type === 'log'")
+    assert layout(page, "#chart-entropy", "yaxis.type") == "log"
+    steps_x = page.evaluate("() => document.getElementById('chart-entropy').data[0].x.slice()")
+    assert steps_x == [1, 2, 3]
+    page.select_option("#chart-controls select.x-mode", "time")
+    page.wait_for_function("() => document.getElementById('chart-entropy')._fullLayout.xaxis.title.text.startsWith('elapsed')")
+    elapsed = page.evaluate("() => document.getElementById('chart-entropy').data[0].x.slice()")
+    # event_log writes an event every 0.5 s: 3 per step (2 groups, 1 metrics) after the first status.
+    assert elapsed == [1.5, 3.0, 4.5]
+    assert layout(page, "#chart-entropy", "shapes[0].x0") == 3.0  # the marker moves to the step's time
+
+    # Smoothing keeps the raw points as a faint trace.
+    page.evaluate("() => { const s = document.querySelector('#chart-controls input.smoothing'); s.value = '0.5';"
+                  " s.dispatchEvent(new Event('input')); }")
+    page.wait_for_function("() => document.getElementById('chart-entropy').data.length === 2")
+    assert page.evaluate("() => document.getElementById('chart-entropy').data[0].opacity") < 0.5
+
+    # Heatmap: the latest step's prompts; the picker switches between them.
+    assert page.inner_text("#heatmap-step") == "3"
+    assert page.eval_on_selector_all("#heatmap-prompt option", "os => os.map(o => o.value)") == ["p1", "p2"]
+    assert page.get_attribute("#heatmap", "data-prompt") == "p1"
+    page.select_option("#heatmap-prompt", "p2")
+    page.wait_for_function("() => document.getElementById('heatmap').dataset.prompt === 'p2'")
+    assert page.evaluate("() => document.getElementById('heatmap').data[0].z") == SIM["p2"]
+    assert page.evaluate("() => document.getElementById('heatmap').data[0].colorbar !== undefined")
+    assert page.inner_text("#live-indicator") == "not live"  # a finished run opens no socket
+
+
+def test_live_messages_add_charts_markers_and_end_the_socket(live_stack, live_user, session_key, browser_page):  # noqa: F811
+    from webapp.live import push
+
+    page = browser_page
+    run = Run.objects.create(name="live", method="evol_rl", prompt_set=make_prompt_set(live_user), max_steps=6,
+                             created_by=live_user, state=Run.RUNNING)
+    steady = {"entropy": 1.0}  # no collapse alert to mark the chart
+    first = crafted_log(steps=2, extra=steady)[:-2]  # no checkpoint and final status yet
+    off_loop(ingest_events, run, first)
+    sign_in(page, live_stack, session_key)
+    page.goto(f"{live_stack.url}/runs/{run.pk}/")
+    page.wait_for_function("() => document.getElementById('live-indicator').textContent === 'live'")
+    page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '2'")
+    assert page.query_selector('[data-metric="grad_norm"]') is None
+
+    # A resumed trainer, then a step with a metric the page has not seen.
+    later = crafted_log(steps=1, extra={"grad_norm": 0.7, **steady}, start_seq=len(first) + 1, start_step=3)
+    later.insert(0, {"seq": len(first), "time": later[0]["time"] - 1, "type": "status", "state": "running", "message": "resumed"})
+    off_loop(ingest_events, run, later[:-2])
+    page.wait_for_selector('details.metric-group[data-group="optimisation"] [data-metric="grad_norm"]')
+    page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '3'")
+    page.wait_for_function("() => document.getElementById('chart-kl')._fullLayout.annotations.some(a => a.text === 'resumed')")
+    resumed = page.evaluate("() => { const l = document.getElementById('chart-kl')._fullLayout;"
+                            " return l.shapes[l.annotations.findIndex(a => a.text === 'resumed')].x0; }")
+    assert resumed == 2  # the step logged just before the trainer started again
+    assert page.inner_text("#heatmap-step") == "3"
+
+    # The run ends: the indicator goes off and stays off (no reconnect).
+    Run.objects.filter(pk=run.pk).update(state=Run.SUCCEEDED)
+    off_loop(push, run.pk, [{"type": "status", "state": "succeeded", "message": "done"}])
+    page.wait_for_function("() => document.getElementById('run-state').textContent === 'succeeded'")
+    page.wait_for_function("() => document.getElementById('live-indicator').textContent === 'not live'")
+    page.wait_for_timeout(1500)
+    assert page.inner_text("#live-indicator") == "not live"
+
+
+def test_the_compare_page_overlays_two_runs_one_trace_each(live_stack, live_user, session_key, browser_page):  # noqa: F811
+    page = browser_page
+    prompt_set = make_prompt_set(live_user)
+    a = Run.objects.create(name="alpha", method="ttrl", prompt_set=prompt_set, max_steps=3, created_by=live_user,
+                           state=Run.SUCCEEDED, hyperparameters={"n_votes": 8, "n_train": 4})
+    b = Run.objects.create(name="beta", method="ttrl", prompt_set=prompt_set, max_steps=2, created_by=live_user,
+                           state=Run.SUCCEEDED, hyperparameters={"n_votes": 16, "n_train": 4})
+    off_loop(ingest_events, a, crafted_log(steps=3, extra={"only_alpha": 1.0}))
+    off_loop(ingest_events, b, crafted_log(steps=2))
+    sign_in(page, live_stack, session_key)
+    page.goto(f"{live_stack.url}/compare/?runs={a.pk},{b.pk}")
+    page.wait_for_selector('details.metric-group[data-group="health"] #chart-entropy')
+    page.wait_for_function("() => document.getElementById('chart-entropy').dataset.series === '2'")
+    traces = page.evaluate("() => document.getElementById('chart-entropy').data.map(t => [t.name, t.x.length, t.line.color])")
+    assert [(name, n) for name, n, _ in traces] == [(f"alpha #{a.pk}", 3), (f"beta #{b.pk}", 2)]
+    assert traces[0][2] != traces[1][2]
+    assert page.query_selector('[data-metric="only_alpha"]') is None  # logged by one run only
+    assert layout(page, "#chart-entropy", "showlegend") is True
+
+    assert page.is_visible('#hp-diff tr[data-hp="n_train"]')
+    assert "differs" in page.get_attribute('#hp-diff tr[data-hp="n_votes"]', "class")
+    page.check("#only-differing")
+    assert page.is_hidden('#hp-diff tr[data-hp="n_train"]') and page.is_visible('#hp-diff tr[data-hp="n_votes"]')

@@ -1,0 +1,99 @@
+"""The team page: members and roles for everyone; members, webhooks and alert rules
+editable by admins only; a team keeps at least one admin."""
+import pytest
+from django.test import Client
+
+from tests.factories import make_team
+from webapp.accounts.models import Membership
+from webapp.alerts.models import TeamAlertRules, Webhook
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def team(django_user_model):
+    team = make_team("lab", ada="admin", max="member")
+    django_user_model.objects.create_user(username="newcomer")
+    return team
+
+
+def signed_in(django_user_model, username):
+    client = Client()
+    client.force_login(django_user_model.objects.get(username=username))
+    return client
+
+
+def test_admins_see_webhooks_and_rules_and_members_do_not(team, django_user_model):
+    admin_page = signed_in(django_user_model, "ada").get(f"/teams/{team.pk}/").content.decode()
+    assert 'id="webhooks"' in admin_page and 'id="rules-form"' in admin_page and "entropy_collapse" in admin_page
+    member_page = signed_in(django_user_model, "max").get(f"/teams/{team.pk}/").content.decode()
+    assert 'id="members"' in member_page and 'id="webhooks"' not in member_page
+
+
+def test_an_admin_adds_a_member_changes_a_role_and_removes_one(team, django_user_model):
+    ada = signed_in(django_user_model, "ada")
+    ada.post(f"/teams/{team.pk}/", {"action": "add_member", "username": "newcomer", "role": "viewer"})
+    assert Membership.objects.get(team=team, user__username="newcomer").role == "viewer"
+    max_membership = Membership.objects.get(team=team, user__username="max")
+    ada.post(f"/teams/{team.pk}/", {"action": "set_role", "membership": max_membership.pk, "role": "admin"})
+    assert Membership.objects.get(pk=max_membership.pk).role == "admin"
+    ada.post(f"/teams/{team.pk}/", {"action": "remove_member", "membership": max_membership.pk})
+    assert not Membership.objects.filter(pk=max_membership.pk).exists()
+
+
+def test_the_last_admin_cannot_be_removed_or_demoted(team, django_user_model):
+    ada = signed_in(django_user_model, "ada")
+    own = Membership.objects.get(team=team, user__username="ada")
+    response = ada.post(f"/teams/{team.pk}/", {"action": "set_role", "membership": own.pk, "role": "viewer"})
+    assert response.status_code == 400 and "at least one admin" in response.content.decode()
+    ada.post(f"/teams/{team.pk}/", {"action": "remove_member", "membership": own.pk})
+    assert Membership.objects.get(pk=own.pk).role == "admin"
+
+
+def test_members_cannot_change_the_team(team, django_user_model):
+    response = signed_in(django_user_model, "max").post(f"/teams/{team.pk}/", {"action": "add_webhook", "url": "https://x.example"})
+    assert response.status_code == 403 and not Webhook.objects.exists()
+
+
+def test_outsiders_get_404(team, django_user_model):
+    make_team("other", bob="admin")
+    assert signed_in(django_user_model, "bob").get(f"/teams/{team.pk}/").status_code == 404
+    assert signed_in(django_user_model, "bob").post(f"/teams/{team.pk}/", {"action": "add_member"}).status_code == 404
+
+
+def test_an_admin_adds_a_webhook_and_a_bad_url_is_named(team, django_user_model):
+    ada = signed_in(django_user_model, "ada")
+    ada.post(f"/teams/{team.pk}/", {"action": "add_webhook", "url": "https://hooks.example.org/x"})
+    assert Webhook.objects.get().url == "https://hooks.example.org/x"
+    bad = ada.post(f"/teams/{team.pk}/", {"action": "add_webhook", "url": "not a url"})
+    assert bad.status_code == 400 and "is not an http(s) URL" in bad.content.decode()
+
+
+def test_saving_rules_keeps_only_values_that_differ_from_the_defaults(team, django_user_model):
+    from rl.alert_rules import RULES, defaults
+
+    form = {"action": "save_rules"}
+    for kind, values in defaults().items():
+        for name, value in values.items():
+            key = f"rule-{kind}-{name}"
+            if RULES[kind].param(name).type == "bool":
+                if value:
+                    form[key] = "on"
+            else:
+                form[key] = str(value)
+    form["rule-entropy_collapse-fraction"] = "0.3"
+    del form["rule-stalled-enabled"]
+    signed_in(django_user_model, "ada").post(f"/teams/{team.pk}/", form)
+    assert TeamAlertRules.objects.get(team=team).overrides == {"entropy_collapse": {"fraction": 0.3},
+                                                                "stalled": {"enabled": False}}
+    bad = dict(form, **{"rule-entropy_collapse-fraction": "3"})
+    response = signed_in(django_user_model, "ada").post(f"/teams/{team.pk}/", bad)
+    assert response.status_code == 400 and "alert_rules.entropy_collapse.fraction" in response.content.decode()
+
+
+def test_the_switcher_changes_the_current_team(team, django_user_model):
+    other = make_team("zeta", ada="viewer")
+    ada = signed_in(django_user_model, "ada")
+    ada.post("/teams/switch/", {"team": other.pk, "next": "/prompt-sets/"})
+    assert "of team zeta" in ada.get("/prompt-sets/").content.decode()
+    assert ada.post("/teams/switch/", {"team": 999999}).status_code == 404

@@ -1,0 +1,62 @@
+"""Who may see and do what (DESIGN §4.4). Views call these; models carry the rules.
+
+Anything of a team the user is not in must answer exactly like something that does not
+exist, so lookups filter by team first and only then by id: a 404 never tells an
+outsider whether the id exists."""
+from django.core.exceptions import PermissionDenied
+
+from .models import Membership, Team
+
+
+class TeamChoiceError(ValueError):
+    """The team of a new object could not be decided; `field` is "team"."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.message = message
+        self.field = "team"
+        self.status = status
+
+
+def teams_of(user):
+    return Team.objects.of(user)
+
+
+def role_in(user, team) -> str | None:
+    team_id = getattr(team, "pk", team)
+    if user is None or not user.is_authenticated or team_id is None:
+        return None
+    return Membership.objects.filter(user=user, team_id=team_id).values_list("role", flat=True).first()
+
+
+def require_role(user, team, needed: str) -> str:
+    """The user's role in `team`, or PermissionDenied (403) when it is below `needed`.
+    Callers have already checked the object is visible, so a 403 leaks nothing."""
+    role = role_in(user, team)
+    if not Membership.allows(role, needed):
+        verbs = {Membership.MEMBER: "launch, cancel, resume, clone or upload", Membership.ADMIN: "manage this team"}
+        raise PermissionDenied(f"your role in team {getattr(team, 'name', team)!r} is {role or 'none'}; "
+                               f"only {'admins' if needed == Membership.ADMIN else 'members and admins'} "
+                               f"can {verbs.get(needed, 'do this')}")
+    return role
+
+
+def team_for_new_object(user, value=None, needed: str = Membership.MEMBER) -> Team:
+    """The team a new prompt set or run goes to: `value` (an id or a name) when given,
+    else the user's only team. Raises TeamChoiceError (unknown or ambiguous team) or
+    PermissionDenied (a viewer)."""
+    teams = teams_of(user)
+    if value in (None, ""):
+        mine = list(teams[:2])
+        if not mine:
+            raise TeamChoiceError("you are not a member of any team; ask a team admin to add you")
+        if len(mine) > 1:
+            raise TeamChoiceError("you are in several teams: say which with 'team' (its id or name)")
+        team = mine[0]
+    else:
+        text = str(value).strip()
+        team = teams.filter(pk=int(text)).first() if text.isdigit() else teams.filter(name=text).first()
+        if team is None:
+            raise TeamChoiceError(f"no team {value!r} among yours", status=404)
+    require_role(user, team, needed)
+    return team

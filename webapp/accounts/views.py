@@ -1,0 +1,179 @@
+"""Team pages: the switcher, the team page (members and roles; webhooks and alert rules
+for admins) and the team's alerts. Anything of a team the user is not in is a 404."""
+from django.contrib import messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.db import transaction
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from rl.alert_rules import RULES, AlertRuleError, resolve_thresholds, validate_overrides
+from webapp.alerts.api_views import webhook_url_problem
+from webapp.alerts.models import Alert, TeamAlertRules, Webhook, WebhookDelivery
+
+from .access import require_role, role_in, teams_of
+from .models import Membership, Team
+from .teams import switch_team
+
+
+def _team_or_404(request, pk) -> Team:
+    team = teams_of(request.user).filter(pk=pk).first()
+    if team is None:
+        raise Http404("no such team")
+    return team
+
+
+@login_required
+@require_POST
+def switch(request):
+    team = _team_or_404(request, request.POST.get("team") or 0)
+    switch_team(request, team)
+    next_url = request.POST.get("next") or "/"
+    return redirect(next_url if next_url.startswith("/") and not next_url.startswith("//") else "/")
+
+
+@login_required
+def team_list(request):
+    teams = [(t, role_in(request.user, t)) for t in teams_of(request.user)]
+    return render(request, "teams/list.html", {"teams": teams})
+
+
+def _rule_rows(overrides: dict) -> list[dict]:
+    effective = resolve_thresholds(overrides)
+    rows = []
+    for spec in RULES.values():
+        params = [{"param": p, "value": effective[spec.kind].get(p.name), "overridden": p.name in overrides.get(spec.kind, {})}
+                  for p in spec.params]
+        rows.append({"spec": spec, "params": params})
+    return rows
+
+
+@login_required
+def team_detail(request, pk):
+    team = _team_or_404(request, pk)
+    role = role_in(request.user, team)
+    is_admin = Membership.allows(role, Membership.ADMIN)
+    error = field = None
+    if request.method == "POST":
+        require_role(request.user, team, Membership.ADMIN)
+        try:
+            done = _team_action(request, team)
+        except (ValueError, AlertRuleError) as exc:
+            error, field = str(exc), getattr(exc, "field", None)
+        else:
+            messages.success(request, done)
+            return redirect("teams:detail", pk=team.pk)
+    stored = TeamAlertRules.objects.filter(team=team).first()
+    overrides = stored.overrides if stored else {}
+    context = {
+        "team": team,
+        "role": role,
+        "is_admin": is_admin,
+        "members": Membership.objects.filter(team=team).select_related("user"),
+        "roles": [r for r, _ in Membership.ROLES],
+        "open_alerts": Alert.objects.filter(team=team, state=Alert.OPEN).count(),
+        "error": error,
+        "field": field,
+    }
+    if is_admin:
+        context.update(
+            webhooks=Webhook.objects.filter(team=team),
+            deliveries=WebhookDelivery.objects.filter(webhook__team=team).select_related("webhook", "alert")[:30],
+            rule_rows=_rule_rows(overrides),
+        )
+    return render(request, "teams/detail.html", context, status=400 if error else 200)
+
+
+def _team_action(request, team) -> str:
+    """One admin change from the team page; returns what to tell the user."""
+    action = request.POST.get("action")
+    User = get_user_model()
+    if action == "add_member":
+        username = request.POST.get("username", "").strip()
+        role = request.POST.get("role", Membership.MEMBER)
+        user = User.objects.filter(username=username).first()
+        if user is None:
+            raise ValueError(f"no user named {username!r}")
+        if role not in Membership.RANK:
+            raise ValueError(f"unknown role {role!r}")
+        Membership.objects.update_or_create(team=team, user=user, defaults={"role": role})
+        return f"{username} is {role} of {team.name}"
+    if action in ("set_role", "remove_member"):
+        membership = Membership.objects.filter(team=team, pk=request.POST.get("membership") or 0).select_related("user").first()
+        if membership is None:
+            raise ValueError("no such member")
+        with transaction.atomic():
+            if action == "set_role":
+                role = request.POST.get("role")
+                if role not in Membership.RANK:
+                    raise ValueError(f"unknown role {role!r}")
+                membership.role = role
+                membership.save(update_fields=["role"])
+            else:
+                membership.delete()
+            # A team must keep an admin, or nobody could manage it again.
+            if not Membership.objects.filter(team=team, role=Membership.ADMIN).exists():
+                transaction.set_rollback(True)
+                raise ValueError("a team needs at least one admin")
+        return f"{membership.user.username}: {'removed' if action == 'remove_member' else membership.role}"
+    if action == "add_webhook":
+        url = request.POST.get("url", "").strip()
+        problem = webhook_url_problem(url)
+        if problem:
+            exc = ValueError(problem)
+            exc.field = "url"
+            raise exc
+        Webhook.objects.create(team=team, url=url, created_by=request.user)
+        return f"webhook added: {url}"
+    if action == "delete_webhook":
+        Webhook.objects.filter(team=team, pk=request.POST.get("webhook") or 0).delete()
+        return "webhook removed"
+    if action == "save_rules":
+        overrides = validate_overrides(_overrides_from_form(request.POST))
+        TeamAlertRules.objects.update_or_create(team=team, defaults={"overrides": overrides, "updated_by": request.user})
+        return "alert rules saved"
+    raise ValueError(f"unknown action {action!r}")
+
+
+def _overrides_from_form(post) -> dict:
+    """Fields named rule-KIND-PARAM; only values that differ from the defaults are kept as
+    overrides, so a later change of a default still reaches teams that never touched it."""
+    defaults = resolve_thresholds()
+    overrides = {}
+    for spec in RULES.values():
+        for p in spec.params:
+            key = f"rule-{spec.kind}-{p.name}"
+            if p.type == "bool":
+                value = key in post
+            elif post.get(key, "") == "":
+                continue
+            else:
+                value = post[key]
+            coerced = p.coerce(value, f"alert_rules.{spec.kind}.{p.name}")
+            if coerced != defaults[spec.kind].get(p.name):
+                overrides.setdefault(spec.kind, {})[p.name] = coerced
+    return overrides
+
+
+@login_required
+def team_alerts(request, pk):
+    team = _team_or_404(request, pk)
+    state = request.GET.get("state", "active")
+    alerts = Alert.objects.filter(team=team).select_related("run", "acknowledged_by")
+    if state == "active":
+        alerts = alerts.filter(state__in=Alert.ACTIVE)
+    elif state in dict(Alert.STATES):
+        alerts = alerts.filter(state=state)
+    return render(request, "teams/alerts.html", {
+        "team": team,
+        "state": state,
+        "alerts": alerts[:300],
+        "alerts_json": [a.to_json() for a in alerts[:300]],
+        "can_act": Membership.allows(role_in(request.user, team), Membership.MEMBER),
+    })
+
+
+def forbidden(request, exception=None):
+    return render(request, "403.html", {"reason": str(exception or "")}, status=403)
+

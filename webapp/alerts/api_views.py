@@ -1,0 +1,183 @@
+"""Alerts, alert rules and webhooks (DESIGN §4.5). Thin views: the writes are in
+engine.py (alerts) and here only for rows with no side effects (rules, webhooks)."""
+import json
+
+from django.http import JsonResponse
+
+from rl.alert_rules import RULES, AlertRuleError, defaults, resolve_thresholds, validate_overrides
+from webapp.accounts.access import require_role
+from webapp.accounts.models import Membership, Team
+from webapp.api import api_view, error, json_body
+from webapp.runs.api_views import with_run
+
+from . import engine
+from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
+
+MAX_ALERTS = 500
+
+
+def _int_param(request, name):
+    value = request.GET.get(name, "")
+    if value == "":
+        return None
+    if not value.isdigit():
+        raise ValueError(f"{name} must be a whole number, not {value!r}")
+    return int(value)
+
+
+@api_view(["GET"])
+def alerts(request):
+    """GET /api/alerts?team=&state=&run=: the alerts of the user's teams, newest first."""
+    found = Alert.objects.visible_to(request.user).select_related("run", "acknowledged_by")
+    try:
+        team, run = _int_param(request, "team"), _int_param(request, "run")
+    except ValueError as exc:
+        return error(str(exc), field="team" if "team" in str(exc) else "run")
+    state = request.GET.get("state", "")
+    if state:
+        states = [s for s in state.split(",") if s]
+        unknown = [s for s in states if s not in dict(Alert.STATES)]
+        if unknown:
+            return error(f"state must be open, acknowledged or resolved (comma-separated), not {unknown[0]!r}", field="state")
+        found = found.filter(state__in=states)
+    if team is not None:
+        found = found.filter(team_id=team)
+    if run is not None:
+        found = found.filter(run_id=run)
+    return JsonResponse({"alerts": [a.to_json() for a in found[:MAX_ALERTS]]})
+
+
+@api_view(["GET"])
+@with_run
+def run_alerts(request, run):
+    found = Alert.objects.filter(run=run).select_related("run", "acknowledged_by").order_by("created_at", "id")
+    return JsonResponse({"alerts": [a.to_json() for a in found[:MAX_ALERTS]]})
+
+
+def _with_alert(view):
+    def wrapper(request, pk):
+        alert = Alert.objects.visible_to(request.user).select_related("run", "acknowledged_by").filter(pk=pk).first()
+        if alert is None:
+            return error(f"no alert with id {pk}", 404)
+        require_role(request.user, alert.team_id, Membership.MEMBER)
+        return view(request, alert)
+
+    return wrapper
+
+
+@api_view(["POST"])
+@_with_alert
+def acknowledge(request, alert):
+    if alert.state == Alert.RESOLVED:
+        return error("this alert is already resolved", 409, field="state")
+    return JsonResponse(engine.acknowledge(alert, request.user).to_json())
+
+
+@api_view(["POST"])
+@_with_alert
+def resolve(request, alert):
+    return JsonResponse(engine.resolve(alert, request.user).to_json())
+
+
+# --- teams ----------------------------------------------------------------------------------
+
+
+@api_view(["GET"])
+def teams(request):
+    mine = Team.objects.of(request.user)
+    return JsonResponse({"teams": [t.to_json(request.user) for t in mine]})
+
+
+def _with_team(needed):
+    """The team by id if the user is in it (else 404, like a team that does not exist),
+    and a 403 when their role is below `needed`."""
+
+    def decorator(view):
+        def wrapper(request, pk, *args, **kwargs):
+            team = Team.objects.of(request.user).filter(pk=pk).first()
+            if team is None:
+                return error(f"no team with id {pk}", 404)
+            require_role(request.user, team, needed)
+            return view(request, team, *args, **kwargs)
+
+        return wrapper
+
+    return decorator
+
+
+@api_view(["GET"])
+@_with_team(Membership.VIEWER)
+def team_detail(request, team):
+    members = Membership.objects.filter(team=team).select_related("user")
+    return JsonResponse({**team.to_json(request.user), "members": [m.to_json() for m in members]})
+
+
+@api_view(["GET", "POST"])
+@_with_team(Membership.ADMIN)
+def webhooks(request, team):
+    if request.method == "POST":
+        try:
+            url = str(json_body(request).get("url") or "").strip()
+        except ValueError as exc:
+            return error(str(exc))
+        problem = webhook_url_problem(url)
+        if problem:
+            return error(problem, field="url")
+        hook = Webhook.objects.create(team=team, url=url, created_by=request.user)
+        return JsonResponse(hook.to_json(), status=201)
+    hooks = Webhook.objects.filter(team=team)
+    deliveries = WebhookDelivery.objects.filter(webhook__team=team).select_related("webhook")[:100]
+    return JsonResponse({"webhooks": [h.to_json() for h in hooks], "deliveries": [d.to_json() for d in deliveries]})
+
+
+@api_view(["DELETE"])
+@_with_team(Membership.ADMIN)
+def webhook_detail(request, team, hook_id):
+    deleted, _ = Webhook.objects.filter(team=team, pk=hook_id).delete()
+    if not deleted:
+        return error(f"no webhook with id {hook_id} in this team", 404)
+    return JsonResponse({"deleted": hook_id})
+
+
+def webhook_url_problem(url: str) -> str | None:
+    from django.core.exceptions import ValidationError
+    from django.core.validators import URLValidator
+
+    if not url:
+        return "'url' is required: the address alerts are POSTed to"
+    try:
+        URLValidator(schemes=["http", "https"])(url)
+    except ValidationError:
+        return f"{url[:200]!r} is not an http(s) URL"
+    if len(url) > 500:
+        return "the URL is longer than 500 characters"
+    return None
+
+
+@api_view(["GET", "PUT"])
+@_with_team(Membership.ADMIN)
+def alert_rules(request, team):
+    """GET: every rule with its defaults, the team's overrides and the effective values.
+    PUT: replace the team's overrides with the body {rule kind: {param: value}}."""
+    stored, _ = TeamAlertRules.objects.get_or_create(team=team)
+    if request.method == "PUT":
+        try:
+            body = json.loads(request.body or b"{}")
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return error(f"the request body is not valid JSON: {exc}")
+        try:
+            stored.overrides = validate_overrides(body.get("overrides", body) if isinstance(body, dict) else body)
+        except AlertRuleError as exc:
+            return error(str(exc), field=exc.field)
+        stored.updated_by = request.user
+        stored.save()
+    return JsonResponse(rules_json(stored.overrides))
+
+
+def rules_json(overrides: dict) -> dict:
+    return {
+        "rules": [spec.to_json() for spec in RULES.values()],
+        "defaults": defaults(),
+        "overrides": overrides,
+        "effective": resolve_thresholds(overrides),
+    }

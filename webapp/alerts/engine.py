@@ -1,0 +1,230 @@
+"""Collapse monitoring (DESIGN §4.5): the one place alerts are opened, updated, resolved
+and acknowledged, and their notifications queued. The rule logic itself is pure and
+lives in rl/alert_rules.py; this module feeds it a run's history and persists its answer.
+
+Called where events are ingested (workers/ingest.py, every new step), when a run ends
+failed (webapp/runs/lifecycle.py) and by the periodic stalled-run check."""
+import logging
+import math
+import time
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Max, Min, Q
+from django.utils import timezone
+
+from rl.alert_rules import RULES, History, evaluate_run_failed, evaluate_stalled, evaluate_step_rules, resolve_thresholds
+from webapp.live import push_on_commit
+from webapp.tasks import DELIVER_WEBHOOK, SEND_ALERT_EMAIL, send_on_commit
+
+from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
+
+log = logging.getLogger(__name__)
+
+SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
+# How much history a rule sees: its start (the first steps) and its recent past. Rules
+# compare a smoothed recent value with the start, so the middle of a long run is not read.
+HEAD_STEPS, TAIL_STEPS = 20, 200
+RULE_METRICS = sorted({name for spec in RULES.values() for name in spec.metrics})
+
+
+def alerts_queue() -> str:
+    return settings.QUEUE_PREFIX + "alerts"
+
+
+def thresholds_for(run) -> dict:
+    """Defaults, then the team's overrides, then the run's (hyperparameters["alert_rules"])."""
+    team_rules = TeamAlertRules.objects.filter(team_id=run.team_id).values_list("overrides", flat=True).first()
+    return resolve_thresholds(team_rules or {}, (run.hyperparameters or {}).get("alert_rules") or {})
+
+
+def _finite(value):
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def load_history(run, up_to_step: int | None = None) -> History:
+    from webapp.runs.models import MetricPoint
+
+    points = MetricPoint.objects.filter(run=run).filter(Q(name__in=RULE_METRICS) | Q(name__startswith="eval/"))
+    if up_to_step is not None:
+        points = points.filter(step__lte=up_to_step)
+    bounds = points.aggregate(first=Min("step"), last=Max("step"))
+    if bounds["first"] is None:
+        return History(steps=[], metrics={}, max_completion_length=_max_length(run))
+    points = points.filter(Q(step__lte=bounds["first"] + HEAD_STEPS) | Q(step__gte=bounds["last"] - TAIL_STEPS))
+    by_step: dict[int, dict[str, float | None]] = {}
+    for step, name, value in points.order_by("step", "seq").values_list("step", "name", "value"):
+        by_step.setdefault(step, {})[name] = _finite(value)
+    steps = sorted(by_step)
+    names = sorted({n for values in by_step.values() for n in values})
+    metrics = {n: [by_step[s].get(n) for s in steps] for n in names}
+    return History(steps=steps, metrics=metrics, max_completion_length=_max_length(run))
+
+
+def _max_length(run):
+    value = (run.hyperparameters or {}).get("max_completion_length")
+    return int(value) if isinstance(value, (int, float)) else None
+
+
+# --- the rules' entry points -------------------------------------------------------------
+
+
+def evaluate_steps(run, steps: list[int]) -> None:
+    """Ingestion stored these new steps: run every step rule at each, in order, so an alert
+    fires at the step where its condition first held. New events also end a `stalled` alert."""
+    if not steps:
+        return
+    thresholds = thresholds_for(run)
+    for step in sorted(set(steps)):
+        findings = evaluate_step_rules(load_history(run, up_to_step=step), thresholds)
+        for kind, finding in findings.items():
+            apply_finding(run, kind, finding, step)
+    apply_finding(run, "stalled", None, max(steps))
+
+
+def run_failed(run) -> Alert | None:
+    finding = evaluate_run_failed(run.message or "the run failed", run.last_step, thresholds_for(run))
+    _resolve_active(run, "stalled", run.last_step)
+    return apply_finding(run, "run_failed", finding, run.last_step) if finding else None
+
+
+def check_stalled(now: float | None = None) -> int:
+    """Open `stalled` alerts for running runs whose log has been silent too long; returns
+    how many are stalled. Run periodically (workers.tasks.check_stalled_runs)."""
+    from webapp.runs.models import Run, RunEvent
+
+    now = time.time() if now is None else now
+    stalled = 0
+    for run in Run.objects.filter(state=Run.RUNNING).select_related("team"):
+        last = RunEvent.objects.filter(run=run).aggregate(t=Max("time"))["t"]
+        if last is None:
+            last = run.started_at.timestamp() if run.started_at else now
+        finding = evaluate_stalled(max(0.0, now - last), run.last_step, thresholds_for(run))
+        if finding is not None:
+            stalled += 1
+            apply_finding(run, "stalled", finding, run.last_step)
+    return stalled
+
+
+def end_of_run(run) -> None:
+    """A run that ended is no longer stalled."""
+    _resolve_active(run, "stalled", run.last_step)
+
+
+# --- persistence ---------------------------------------------------------------------------
+
+
+def apply_finding(run, kind: str, finding, step: int | None) -> Alert | None:
+    """Open, update or resolve the (run, kind) alert. `finding` None means the rule was
+    judged and its condition does not hold."""
+    if finding is None:
+        return _resolve_active(run, kind, step)
+    with transaction.atomic():
+        alert = Alert.objects.select_for_update().filter(run=run, rule=kind, state__in=Alert.ACTIVE).first()
+        if alert is None:
+            try:
+                with transaction.atomic():
+                    alert = Alert.objects.create(
+                        team_id=run.team_id, run=run, rule=kind, severity=finding.severity, step=finding.step,
+                        last_step=finding.step, message=finding.message, values=_json_values(finding.values),
+                    )
+            except IntegrityError:
+                # Another process opened it between our read and write: update that one.
+                alert = Alert.objects.select_for_update().get(run=run, rule=kind, state__in=Alert.ACTIVE)
+            else:
+                alert.run = run
+                _announce(alert)
+                _notify(alert, "opened")
+                return alert
+        escalated = SEVERITY_RANK[finding.severity] > SEVERITY_RANK[alert.severity]
+        alert.severity = finding.severity
+        alert.message = finding.message
+        alert.values = _json_values(finding.values)
+        alert.last_step = finding.step
+        alert.updates += 1
+        alert.save(update_fields=["severity", "message", "values", "last_step", "updates", "updated_at"])
+        alert.run = run
+        _announce(alert)
+        if escalated:
+            _notify(alert, "escalated")
+    return alert
+
+
+def _resolve_active(run, kind: str, step: int | None) -> Alert | None:
+    with transaction.atomic():
+        alert = Alert.objects.select_for_update().filter(run=run, rule=kind, state__in=Alert.ACTIVE).first()
+        if alert is None:
+            return None
+        alert.state = Alert.RESOLVED
+        alert.resolved_at = timezone.now()
+        if step is not None:
+            alert.last_step = step
+        alert.save(update_fields=["state", "resolved_at", "last_step", "updated_at"])
+        alert.run = run
+        _announce(alert)
+        _notify(alert, "resolved")
+    return alert
+
+
+def acknowledge(alert: Alert, user) -> Alert:
+    """Someone is on it: the alert stays active (and keeps updating) but stops being `open`."""
+    with transaction.atomic():
+        updated = Alert.objects.filter(pk=alert.pk, state=Alert.OPEN).update(
+            state=Alert.ACKNOWLEDGED, acknowledged_by=user, acknowledged_at=timezone.now(), updated_at=timezone.now()
+        )
+        alert.refresh_from_db()
+        if updated:
+            _announce(alert)
+    return alert
+
+
+def resolve(alert: Alert, user) -> Alert:
+    """Resolved by hand (e.g. the run was fixed by a clone); a recurrence opens a new alert."""
+    return _resolve_active(alert.run, alert.rule, None) or alert
+
+
+def _json_values(values: dict) -> dict:
+    return {k: _finite(v) if isinstance(v, float) else v for k, v in (values or {}).items()}
+
+
+def alert_message(alert: Alert) -> dict:
+    return {"type": "alert", **alert.to_json()}
+
+
+def _announce(alert: Alert) -> None:
+    message = alert_message(alert)
+    push_on_commit(run_id=alert.run_id, team_id=alert.team_id, messages=[message])
+
+
+# --- notifications -------------------------------------------------------------------------
+
+
+def run_url(run) -> str:
+    return f"{settings.EVOLAB_BASE_URL.rstrip('/')}/runs/{run.pk}/"
+
+
+def notification_text(alert: Alert, event: str) -> str:
+    """Slack-compatible `text` (mrkdwn link syntax); plain enough for any chat webhook."""
+    icon = {"critical": ":rotating_light:", "warning": ":warning:", "info": ":information_source:"}[alert.severity]
+    if event == "resolved":
+        icon, verb = ":white_check_mark:", "resolved"
+    else:
+        verb = {"opened": "opened", "escalated": "escalated", "test": "test"}.get(event, event)
+    step = f" at step {alert.step}" if alert.step is not None else ""
+    return (f"{icon} [{alert.severity}] {alert.rule} {verb} on run #{alert.run_id} "
+            f"<{run_url(alert.run)}|{alert.run.name}>{step}: {alert.message}")
+
+
+def webhook_payload(alert: Alert, event: str) -> dict:
+    return {"text": notification_text(alert, event), "event": event, "alert": alert.to_json(), "run_url": run_url(alert.run)}
+
+
+def _notify(alert: Alert, event: str) -> None:
+    """Queue a delivery to every active webhook of the team, and an email on open and
+    escalation. Deliveries are rows first, so each attempt and its outcome is listed."""
+    payload = webhook_payload(alert, event)
+    for webhook in Webhook.objects.filter(team_id=alert.team_id, active=True):
+        delivery = WebhookDelivery.objects.create(webhook=webhook, alert=alert, event=event, payload=payload)
+        send_on_commit(DELIVER_WEBHOOK, [delivery.pk], queue=alerts_queue())
+    if event in ("opened", "escalated"):
+        send_on_commit(SEND_ALERT_EMAIL, [alert.pk, event], queue=alerts_queue())

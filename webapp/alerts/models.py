@@ -1,0 +1,140 @@
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class AlertQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        from webapp.accounts.models import Team
+
+        return self.filter(team__in=Team.objects.of(user))
+
+    def active(self):
+        return self.filter(state__in=Alert.ACTIVE)
+
+
+class Alert(models.Model):
+    """A rule's condition holding on a run (DESIGN §4.5). At most one active (open or
+    acknowledged) alert per (run, rule): a condition that persists updates it, one that
+    clears resolves it, and a later recurrence opens a new one."""
+
+    OPEN, ACKNOWLEDGED, RESOLVED = "open", "acknowledged", "resolved"
+    STATES = [(s, s) for s in (OPEN, ACKNOWLEDGED, RESOLVED)]
+    ACTIVE = (OPEN, ACKNOWLEDGED)
+    SEVERITIES = [(s, s) for s in ("info", "warning", "critical")]
+
+    team = models.ForeignKey("accounts.Team", on_delete=models.CASCADE, related_name="alerts")
+    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="alerts")
+    rule = models.CharField(max_length=50)
+    severity = models.CharField(max_length=10, choices=SEVERITIES, default="warning")
+    # The step where the alert fired (its chart marker); last_step follows its updates.
+    step = models.IntegerField(null=True, blank=True)
+    last_step = models.IntegerField(null=True, blank=True)
+    message = models.TextField()
+    values = models.JSONField(default=dict)
+    state = models.CharField(max_length=15, choices=STATES, default=OPEN)
+    updates = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    acknowledged_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="+")
+    acknowledged_at = models.DateTimeField(null=True, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AlertQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "rule"], condition=Q(state__in=["open", "acknowledged"]),
+                                    name="one_active_alert_per_run_and_rule"),
+        ]
+        indexes = [models.Index(fields=["team", "state"]), models.Index(fields=["run", "rule"])]
+
+    def __str__(self):
+        return f"{self.rule} on run {self.run_id} ({self.state})"
+
+    def to_json(self):
+        return {
+            "id": self.pk,
+            "team": self.team_id,
+            "run": self.run_id,
+            "run_name": self.run.name,
+            "rule": self.rule,
+            "severity": self.severity,
+            "step": self.step,
+            "last_step": self.last_step,
+            "message": self.message,
+            "values": self.values,
+            "state": self.state,
+            "updates": self.updates,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "acknowledged_by": self.acknowledged_by.username if self.acknowledged_by_id else None,
+            "acknowledged_at": self.acknowledged_at.isoformat() if self.acknowledged_at else None,
+            "resolved_at": self.resolved_at.isoformat() if self.resolved_at else None,
+        }
+
+
+class TeamAlertRules(models.Model):
+    """A team's threshold overrides, {rule kind: {param: value}}, on top of the defaults of
+    rl.alert_rules; a run's hyperparameters["alert_rules"] override these in turn."""
+
+    team = models.OneToOneField("accounts.Team", on_delete=models.CASCADE, related_name="alert_rules")
+    overrides = models.JSONField(default=dict)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+
+class Webhook(models.Model):
+    team = models.ForeignKey("accounts.Team", on_delete=models.CASCADE, related_name="webhooks")
+    url = models.URLField(max_length=500)
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def to_json(self):
+        return {"id": self.pk, "team": self.team_id, "url": self.url, "active": self.active,
+                "created_at": self.created_at.isoformat()}
+
+
+class WebhookDelivery(models.Model):
+    """One POST of one alert notification to one webhook, with its retries."""
+
+    PENDING, DELIVERED, FAILED = "pending", "delivered", "failed"
+    STATUSES = [(s, s) for s in (PENDING, DELIVERED, FAILED)]
+
+    webhook = models.ForeignKey(Webhook, on_delete=models.CASCADE, related_name="deliveries")
+    alert = models.ForeignKey(Alert, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries")
+    event = models.CharField(max_length=20)  # opened | escalated | resolved | test
+    payload = models.JSONField(default=dict)
+    status = models.CharField(max_length=10, choices=STATUSES, default=PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    response_code = models.IntegerField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def to_json(self):
+        return {
+            "id": self.pk,
+            "webhook": self.webhook_id,
+            "url": self.webhook.url,
+            "alert": self.alert_id,
+            "event": self.event,
+            "status": self.status,
+            "attempts": self.attempts,
+            "response_code": self.response_code,
+            "last_error": self.last_error,
+            "next_attempt_at": self.next_attempt_at.isoformat() if self.next_attempt_at else None,
+            "created_at": self.created_at.isoformat(),
+            "delivered_at": self.delivered_at.isoformat() if self.delivered_at else None,
+        }

@@ -1,0 +1,392 @@
+"""The launch form (`/runs/new/`): what it shows, how it reads a POST, and how it keeps
+every typed value and marks the field at fault when launch_run refuses.
+
+Fields: name, team, prompt set, method, model, max_steps, seed, gpus, tags; per method the
+hyperparameters of rl/methods.py grouped in sections (hp-METHOD-NAME); an eval prompt set;
+per-run alert-rule overrides (alert-KIND-PARAM), of which only the values that differ
+from the team's effective thresholds are sent, as hyperparameters["alert_rules"]."""
+from dataclasses import dataclass, field
+
+from django.core.exceptions import PermissionDenied
+
+from rl.alert_rules import RULE_KINDS, RULES, AlertRuleError, resolve_thresholds
+from rl.methods import METHODS
+from webapp.accounts.access import require_role, role_in, teams_of
+from webapp.accounts.models import Membership
+from webapp.accounts.teams import current_team
+from webapp.prompts.models import PromptSet
+
+from . import presets
+from .actions import RunInputError, launch_run
+from .models import Run
+
+# Sections of the hyperparameters, in display order; "method" takes what the others do not.
+SECTIONS = (
+    ("sampling", "Sampling", ("n_votes", "n_train", "prompts_per_step", "temperature", "top_p",
+                              "max_completion_length", "generation_backend")),
+    ("optimisation", "Optimisation", ("learning_rate", "kl_coef", "epsilon", "epsilon_high", "entropy_coef",
+                                      "save_every")),
+    ("method", "Method", None),
+    ("evaluation", "Evaluation", ("eval_every", "eval_samples", "eval_temperature")),
+)
+_SECTIONED = {name for _, _, names in SECTIONS if names for name in names}
+TOP_FIELDS = ("name", "team", "prompt_set", "method", "model", "max_steps", "seed", "gpus", "eval_prompt_set", "tags")
+ALERTS_MARKER = "alert_rules_shown"
+
+
+def hp_key(method: str, name: str) -> str:
+    return f"hp-{method}-{name}"
+
+
+def alert_key(kind: str, param: str) -> str:
+    return f"alert-{kind}-{param}"
+
+
+def _text(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+@dataclass
+class FormError:
+    message: str
+    field: str | None  # the RunInputError's field ("n_train", "alert_rules.entropy_collapse.fraction", ...)
+    key: str | None  # the form input it marks, e.g. "hp-ttrl-n_train"
+
+
+@dataclass
+class LaunchForm:
+    values: dict  # the top-level fields as strings
+    hyperparameters: dict  # {method: {name: value}}: the value each input shows
+    alert_values: dict  # {kind: {param: value}}
+    preset: str
+    fresh: bool
+    error: FormError | None = None
+    launchable_teams: list = field(default_factory=list)
+    prompt_sets: list = field(default_factory=list)  # of launchable teams
+    team_thresholds: dict = field(default_factory=dict)  # {team id: effective thresholds}
+    notice: str = ""
+
+
+def launchable_teams(user) -> list:
+    """Teams where the user may launch (member or admin)."""
+    roles = dict(Membership.objects.filter(user=user).values_list("team_id", "role"))
+    return [t for t in teams_of(user) if Membership.allows(roles.get(t.pk), Membership.MEMBER)]
+
+
+def team_thresholds(team_ids) -> dict:
+    """Each team's effective alert thresholds: the defaults under the team's overrides."""
+    from webapp.alerts.models import TeamAlertRules
+
+    stored = dict(TeamAlertRules.objects.filter(team_id__in=list(team_ids)).values_list("team_id", "overrides"))
+    result = {}
+    for team_id in team_ids:
+        try:
+            result[team_id] = resolve_thresholds(stored.get(team_id) or {})
+        except AlertRuleError:  # a stale stored override: the defaults, rather than no form
+            result[team_id] = resolve_thresholds()
+    return result
+
+
+def initial_form(request) -> LaunchForm:
+    """A fresh form (the preset of the model, or ?preset=), or one pre-filled from
+    ?clone=<run id> (a run the user can see)."""
+    user = request.user
+    teams = launchable_teams(user)
+    sets = list(PromptSet.objects.filter(team__in=teams).select_related("team"))
+    values = {
+        "name": "", "team": "", "prompt_set": request.GET.get("prompt_set", ""),
+        "method": request.GET.get("method", "ttrl"), "model": "default", "max_steps": str(presets.SMALL_CPU_MAX_STEPS),
+        "seed": "0", "gpus": "", "eval_prompt_set": "", "tags": "", "cloned_from": "",
+    }
+    if values["method"] not in METHODS:
+        values["method"] = "ttrl"
+    preset = request.GET.get("preset") if request.GET.get("preset") in presets.TITLES else presets.default_preset("default")
+    form = LaunchForm(values=values, hyperparameters={}, alert_values={}, preset=preset, fresh=True,
+                      launchable_teams=teams, prompt_sets=sets)
+    source = None
+    clone_id = request.GET.get("clone", "")
+    if clone_id.isdigit():
+        source = Run.objects.visible_to(user).select_related("prompt_set", "team").filter(pk=int(clone_id)).first()
+    for name in METHODS:
+        form.hyperparameters[name] = presets.preset_values(name, preset)["hyperparameters"]
+    if source is not None:
+        form.fresh = False
+        form.preset = ""
+        values.update(
+            name=f"{source.name} (clone)", team=str(source.team_id), prompt_set=str(source.prompt_set_id),
+            method=source.method if source.method in METHODS else "ttrl", model=source.model,
+            max_steps=str(source.max_steps), seed=str(source.seed), gpus=str(source.gpus),
+            eval_prompt_set=str(source.eval_prompt_set_id or ""), tags=", ".join(source.tags or []),
+            cloned_from=str(source.pk),
+        )
+        if source.method in METHODS:
+            form.hyperparameters[source.method] = {**METHODS[source.method].defaults(), **source.training_hyperparameters()}
+        if source.team_id not in {t.pk for t in teams}:
+            form.notice = (f"Your role in team {source.team.name!r} is {role_in(user, source.team_id) or 'none'}: "
+                           "only members and admins can launch runs there.")
+    else:
+        values["max_steps"] = str(presets.preset_values(values["method"], preset)["max_steps"] or values["max_steps"])
+    values["team"] = _initial_team(request, values, sets, teams)
+    form.team_thresholds = team_thresholds([t.pk for t in teams])
+    effective = form.team_thresholds.get(int(values["team"])) if values["team"].isdigit() else None
+    form.alert_values = _copy_thresholds(effective or resolve_thresholds())
+    if source is not None:
+        for kind, params in ((source.hyperparameters or {}).get("alert_rules") or {}).items():
+            if kind in form.alert_values and isinstance(params, dict):
+                form.alert_values[kind].update({k: v for k, v in params.items() if k in form.alert_values[kind]})
+    return form
+
+
+def _initial_team(request, values, sets, teams) -> str:
+    chosen = values.get("team") or ""
+    if values["prompt_set"].isdigit():
+        owner = next((s.team_id for s in sets if s.pk == int(values["prompt_set"])), None)
+        if owner is not None:
+            return str(owner)
+    if chosen:
+        return chosen
+    team = current_team(request)
+    if team is not None and team.pk in {t.pk for t in teams}:
+        return str(team.pk)
+    return str(teams[0].pk) if teams else ""
+
+
+def _copy_thresholds(thresholds: dict) -> dict:
+    return {kind: dict(params) for kind, params in thresholds.items()}
+
+
+def posted_form(request) -> LaunchForm:
+    """The form as the user submitted it: every value kept as typed, for a re-render."""
+    post = request.POST
+    user = request.user
+    teams = launchable_teams(user)
+    values = {name: post.get(name, "") for name in TOP_FIELDS}
+    values["cloned_from"] = post.get("cloned_from", "")
+    values["model"] = values["model"] or "default"
+    if values["method"] not in METHODS:
+        values["method"] = values["method"] or "ttrl"
+    preset = post.get("preset", "")
+    form = LaunchForm(values=values, hyperparameters={}, alert_values={}, preset=preset, fresh=False,
+                      launchable_teams=teams,
+                      prompt_sets=list(PromptSet.objects.filter(team__in=teams).select_related("team")))
+    fallback = preset if preset in presets.TITLES else presets.default_preset(values["model"])
+    for name, spec in METHODS.items():
+        shown = presets.preset_values(name, fallback)["hyperparameters"]
+        if name == values["method"]:
+            # The selected method's fieldsets were submitted: show exactly what was typed.
+            for hp in spec.hyperparameters:
+                key = hp_key(name, hp.name)
+                shown[hp.name] = (key in post) if hp.type == "bool" else post.get(key, "")
+        form.hyperparameters[name] = shown
+    form.team_thresholds = team_thresholds([t.pk for t in teams])
+    team_id = _team_of_post(values, form.prompt_sets)
+    form.alert_values = _copy_thresholds(form.team_thresholds.get(team_id) or resolve_thresholds())
+    if post.get(ALERTS_MARKER):
+        for kind in RULE_KINDS:
+            for param in RULES[kind].params:
+                key = alert_key(kind, param.name)
+                if param.type == "bool":
+                    form.alert_values[kind][param.name] = key in post
+                elif key in post:
+                    form.alert_values[kind][param.name] = post[key]
+    return form
+
+
+def _team_of_post(values, sets) -> int | None:
+    if values["prompt_set"].isdigit():
+        owner = next((s.team_id for s in sets if s.pk == int(values["prompt_set"])), None)
+        if owner is not None:
+            return owner
+    return int(values["team"]) if values["team"].isdigit() else None
+
+
+def hyperparameters_from_form(method: str, post) -> dict:
+    """The selected method's fields (named hp-METHOD-NAME). An unticked checkbox sends
+    nothing, so booleans are read as presence; an empty input means the default."""
+    values = {}
+    for hp in METHODS[method].hyperparameters:
+        key = hp_key(method, hp.name)
+        if hp.type == "bool":
+            values[hp.name] = key in post
+        elif post.get(key, "") != "":
+            values[hp.name] = post[key]
+    return values
+
+
+def alert_overrides_from_form(post, effective: dict) -> dict:
+    """{kind: {param: value}} for the alert-table values that differ from the team's
+    effective thresholds; a value that does not parse is passed on as typed so that
+    launch_run's validation names it (field alert_rules.KIND.PARAM)."""
+    if not post.get(ALERTS_MARKER):
+        return {}
+    overrides = {}
+    for kind in RULE_KINDS:
+        for param in RULES[kind].params:
+            key = alert_key(kind, param.name)
+            field_name = f"alert_rules.{kind}.{param.name}"
+            if param.type == "bool":
+                raw = key in post
+            elif key in post:
+                raw = post[key]
+            else:
+                continue
+            try:
+                value = param.coerce(raw, field_name)
+            except AlertRuleError:
+                overrides.setdefault(kind, {})[param.name] = raw
+                continue
+            if value != effective[kind].get(param.name):
+                overrides.setdefault(kind, {})[param.name] = value
+    return overrides
+
+
+def submit(request):
+    """Launch from the POST. Returns (run, None) or (None, LaunchForm with the error).
+    Raises PermissionDenied (a 403) when the user may not launch in the team."""
+    user = request.user
+    post = request.POST
+    form = posted_form(request)
+    values = form.values
+    visible_sets = PromptSet.objects.visible_to(user).select_related("team")
+    try:
+        prompt_set = visible_sets.filter(pk=int(values["prompt_set"])).first() if values["prompt_set"].isdigit() else None
+        if prompt_set is None:
+            raise RunInputError("choose a prompt set", "prompt_set")
+        if values["team"]:
+            team = teams_of(user).filter(pk=int(values["team"])).first() if values["team"].isdigit() else None
+            if team is None:
+                raise RunInputError(f"no team {values['team']!r} among yours", "team")
+            require_role(user, team, Membership.MEMBER)
+            if team.pk != prompt_set.team_id:
+                raise RunInputError(
+                    f"the prompt set {prompt_set.name!r} belongs to team {prompt_set.team.name!r}; a run trains in its "
+                    f"prompt set's team, so choose a prompt set of {team.name!r}", "team")
+        require_role(user, prompt_set.team, Membership.MEMBER)
+        method = values["method"]
+        if method not in METHODS:
+            raise RunInputError(f"unknown method {method!r}", "method")
+        eval_prompt_set = None
+        if values["eval_prompt_set"]:
+            if values["eval_prompt_set"].isdigit():
+                eval_prompt_set = visible_sets.filter(pk=int(values["eval_prompt_set"])).first()
+            if eval_prompt_set is None:
+                raise RunInputError(f"no prompt set with id {values['eval_prompt_set']!r}", "eval_prompt_set")
+        cloned_from = None
+        if values["cloned_from"].isdigit():
+            cloned_from = Run.objects.visible_to(user).filter(pk=int(values["cloned_from"])).first()
+        hyperparameters = hyperparameters_from_form(method, post)
+        effective = team_thresholds([prompt_set.team_id])[prompt_set.team_id]
+        overrides = alert_overrides_from_form(post, effective)
+        if overrides:
+            hyperparameters["alert_rules"] = overrides
+        run = launch_run(
+            user=user, name=values["name"], method=method, prompt_set=prompt_set, model=values["model"],
+            hyperparameters=hyperparameters, max_steps=values["max_steps"], seed=values["seed"], gpus=values["gpus"],
+            eval_prompt_set=eval_prompt_set, tags=values["tags"], cloned_from=cloned_from,
+        )
+    except PermissionDenied:
+        raise
+    except RunInputError as exc:
+        form.error = FormError(str(exc), exc.field, error_key(values["method"], exc.field))
+        return None, form
+    return run, None
+
+
+def error_key(method: str, field_name: str | None) -> str | None:
+    """The form input an error's field names."""
+    if not field_name:
+        return None
+    if field_name in TOP_FIELDS:
+        return field_name
+    if field_name.startswith("alert_rules"):
+        parts = field_name.split(".")
+        if len(parts) == 3:
+            return alert_key(parts[1], parts[2])
+        return "alert-" + parts[1] if len(parts) == 2 else "alert_rules"
+    if method in METHODS and any(hp.name == field_name for hp in METHODS[method].hyperparameters):
+        return hp_key(method, field_name)
+    return field_name
+
+
+# --- what the template renders ---
+
+
+def context(form: LaunchForm) -> dict:
+    error_key_ = form.error.key if form.error else None
+    method = form.values["method"]
+    sections = []
+    for key, title, names in SECTIONS:
+        blocks = []
+        for spec in METHODS.values():
+            hps = [hp for hp in spec.hyperparameters if (hp.name in names if names else hp.name not in _SECTIONED)]
+            blocks.append({
+                "method": spec,
+                "selected": spec.name == method,
+                "fields": [_hp_field(spec, hp, form.hyperparameters.get(spec.name, {}), error_key_, form.error)
+                           for hp in hps],
+            })
+        sections.append({"key": key, "title": title, "blocks": blocks})
+    team_id = int(form.values["team"]) if form.values["team"].isdigit() else None
+    effective = form.team_thresholds.get(team_id) or resolve_thresholds()
+    alert_rows = []
+    for kind in RULE_KINDS:
+        spec = RULES[kind]
+        params = []
+        for param in spec.params:
+            key = alert_key(kind, param.name)
+            value = form.alert_values.get(kind, {}).get(param.name, param.default)
+            params.append({
+                "param": param, "key": key, "value": _text(value), "checked": value is True,
+                "default": _text(effective[kind].get(param.name)),
+                "invalid": key == error_key_, "error": form.error.message if key == error_key_ else "",
+            })
+        alert_rows.append({
+            "spec": spec, "key": "alert-" + kind,
+            "enabled": params[0], "severity": params[1], "params": params[2:],
+            "invalid": error_key_ == "alert-" + kind,
+            "error": form.error.message if error_key_ == "alert-" + kind else "",
+        })
+    top_errors = {}
+    if form.error and form.error.key in TOP_FIELDS:
+        top_errors[form.error.key] = form.error.message
+    sets = form.prompt_sets
+    return {
+        "form": form.values,
+        "launch": form,
+        "methods": list(METHODS.values()),
+        "sections": sections,
+        "alert_rows": alert_rows,
+        "alerts_marker": ALERTS_MARKER,
+        "errors": top_errors,
+        "error": form.error,
+        "teams": form.launchable_teams,
+        "team_prompt_sets": [s for s in sets if s.team_id == team_id],
+        "team_eval_sets": [s for s in sets if s.team_id == team_id and s.has_labels],
+        "presets": [{"key": k, "title": t, "description": presets.DESCRIPTIONS[k]} for k, t in presets.TITLES.items()],
+        "form_config": {
+            "presets": presets.form_presets(),
+            "preset": form.preset,
+            "fresh": form.fresh,
+            "prompt_sets": [{"id": s.pk, "name": s.name, "team": s.team_id, "row_count": s.row_count,
+                             "has_labels": s.has_labels} for s in sets],
+            "team_thresholds": {str(k): v for k, v in form.team_thresholds.items()},
+            "error_key": error_key_,
+        },
+    }
+
+
+def _hp_field(spec, hp, shown: dict, error_key_, error) -> dict:
+    key = hp_key(spec.name, hp.name)
+    value = shown.get(hp.name, hp.default)
+    return {
+        "hp": hp,
+        "key": key,
+        "value": _text(value),
+        "checked": value is True or (isinstance(value, str) and value.lower() in ("true", "on", "1")),
+        "invalid": key == error_key_,
+        "error": error.message if error and key == error_key_ else "",
+    }

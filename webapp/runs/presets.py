@@ -1,0 +1,79 @@
+"""Presets of the launch form: named sets of hyperparameter values per method, as data.
+
+- ``paper``: the method's defaults, i.e. the paper's settings (rl/methods.py).
+- ``small_cpu``: a run that finishes in minutes on the small default policy with two CPU
+  cores. The papers' 64 votes × 12,288 tokens per prompt would crawl there, so the launch
+  form pre-selects this preset when the model is "default".
+
+The form applies them with buttons (static/js/run_form.js) from the JSON ``form_presets``
+builds; tests/webapp/test_run_form.py checks every preset validates for every method.
+"""
+from rl.methods import METHODS
+
+PAPER, SMALL_CPU = "paper", "small_cpu"
+
+TITLES = {
+    PAPER: "Paper settings",
+    SMALL_CPU: "Small CPU run",
+}
+DESCRIPTIONS = {
+    PAPER: "The hyperparameters of the method's paper (slow on a CPU: tens of rollouts of thousands of tokens).",
+    SMALL_CPU: "8 votes of 96 tokens on 2 prompts per step, 20 steps: finishes in minutes with the default model "
+               "on a 2-core CPU worker.",
+}
+
+# Shared names (DESIGN §5); each method only takes those in its schema.
+_SMALL_CPU_SHARED = {
+    "n_votes": 8,
+    "n_train": 4,
+    "prompts_per_step": 2,
+    "max_completion_length": 96,
+    "temperature": 1.0,
+    "eval_samples": 4,
+    "eval_every": 5,
+    "save_every": 0,
+    "generation_backend": "hf",
+}
+# Method-specific small values. R-Zero ignores max_steps: its steps are
+# iterations × (challenger_steps + solver_steps) = 2 × (2 + 4) = 12 here; the 3..7 of 10
+# solver filter becomes 1..3 of 4.
+_SMALL_CPU_METHOD = {
+    "r_zero": {
+        "iterations": 2,
+        "questions_per_iteration": 16,
+        "challenger_rollouts": 4,
+        "challenger_steps": 2,
+        "solver_steps": 4,
+        "solver_samples": 4,
+        "keep_low": 1,
+        "keep_high": 3,
+    },
+}
+SMALL_CPU_MAX_STEPS = 20
+
+
+def preset_values(method: str, preset: str) -> dict:
+    """``{"max_steps": int | None, "hyperparameters": {...}}`` for one method and preset; every
+    hyperparameter of the method is present (the defaults where the preset says nothing).
+    ``max_steps`` None leaves the form's value alone."""
+    spec = METHODS[method]
+    values = spec.defaults()
+    max_steps = None
+    if preset == SMALL_CPU:
+        known = set(values)
+        values.update({k: v for k, v in _SMALL_CPU_SHARED.items() if k in known})
+        values.update(_SMALL_CPU_METHOD.get(method, {}))
+        max_steps = SMALL_CPU_MAX_STEPS
+    elif preset != PAPER:
+        raise KeyError(preset)
+    return {"max_steps": max_steps, "hyperparameters": values}
+
+
+def form_presets() -> dict:
+    """Every preset of every method, for the launch form's JSON: {method: {preset: values}}."""
+    return {name: {key: preset_values(name, key) for key in TITLES} for name in METHODS}
+
+
+def default_preset(model: str) -> str:
+    """The preset a fresh form starts from: the small one for the small default policy."""
+    return SMALL_CPU if (model or "default").strip() == "default" else PAPER
