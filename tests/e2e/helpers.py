@@ -60,3 +60,31 @@ class LiveMessages:
     def close(self):
         self.ws.close()
         self.thread.join(timeout=5)
+
+
+def off_loop(fn, *args, **kwargs):
+    """Call fn in a fresh thread: Playwright's sync API runs an event loop in the test's
+    thread, and the live push (async_to_sync) refuses to run inside it."""
+    from django.db import connection
+
+    outcome = {}
+
+    def target():
+        try:
+            outcome["value"] = fn(*args, **kwargs)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            outcome["error"] = exc
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(60)
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome.get("value")
+
+
+def sign_in(page, live_stack, session_key):
+    """Sign the browser in with a session made by Django's test client."""
+    page.context.add_cookies([{"name": "sessionid", "value": session_key, "url": live_stack.url}])

@@ -1,34 +1,7 @@
 """Headless Chromium (Debian's package) against the real daphne + Celery stack."""
-import os
-
 import pytest
 
 pytestmark = pytest.mark.e2e
-
-CHROMIUM = "/usr/bin/chromium"
-# Without the background-networking flags Chromium keeps dialling out on this closed
-# network; the rest are what headless Chromium needs as root in a container.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-
-
-@pytest.fixture
-def browser_page(tmp_path, monkeypatch):
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's 'chromium' package (make test does it as root)")
-    # Playwright's sync API runs an event loop in this thread; the test touches the
-    # database only before the browser starts, so Django's guard can be relaxed.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        page = browser.new_page()
-        page.set_default_timeout(30_000)
-        yield page
-        page.screenshot(path=str(tmp_path / "last.png"))
-        browser.close()
-
 
 def test_a_user_uploads_aime_launches_a_run_and_watches_it_succeed(live_stack, live_user, shared_datasets, browser_page):
     page = browser_page

@@ -1,45 +1,17 @@
 """The run list and the launch form in headless Chromium against the live daphne. The run
 list's live updates are driven from here with the real lifecycle and ingestion functions,
 which write to the test database the server reads and push through the same Redis."""
-import threading
 
 import pytest
 from django.conf import settings
 
-from tests.e2e.test_browser import browser_page  # noqa: F401 - the fixture
+from tests.e2e.helpers import off_loop, sign_in
 from tests.factories import event_log, make_prompt_set, make_team
 from webapp.runs import lifecycle
 from webapp.runs.models import Run
 from workers.ingest import ingest_events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("transactional_db")]
-
-
-def off_loop(fn, *args, **kwargs):
-    """Call fn in another thread: Playwright's sync API runs an event loop in this one, and
-    the live push (async_to_sync) refuses to run inside it."""
-    from django.db import connection
-
-    outcome = {}
-
-    def target():
-        try:
-            outcome["value"] = fn(*args, **kwargs)
-        except BaseException as exc:  # noqa: BLE001 - re-raised below
-            outcome["error"] = exc
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join(60)
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
-
-
-def sign_in(page, live_stack, session_key):
-    page.context.add_cookies([{"name": "sessionid", "value": session_key, "url": live_stack.url}])
 
 
 def waiting_run(user, prompt_set, name):
@@ -53,7 +25,7 @@ def row(run_id):
     return f'#runs tr[data-run-id="{run_id}"]'
 
 
-def test_the_run_list_follows_runs_live_and_compares_two_ticked_runs(live_stack, live_user, session_key, browser_page):  # noqa: F811
+def test_the_run_list_follows_runs_live_and_compares_two_ticked_runs(live_stack, live_user, session_key, browser_page):
     page = browser_page
     prompt_set = make_prompt_set(live_user, name="arith-list")
     first = waiting_run(live_user, prompt_set, "first")
@@ -107,7 +79,7 @@ def _announced_run(user, prompt_set, name):
 
 
 def test_the_launch_form_applies_presets_and_keeps_every_value_after_an_error(live_stack, live_user, session_key,
-                                                                             browser_page):  # noqa: F811
+                                                                             browser_page):
     page = browser_page
     own = make_prompt_set(live_user, name="arith-form")
     annex = make_team("annex-of-grace", grace="member")

@@ -1,11 +1,10 @@
 """The run page's charts, controls, heatmap and alerts, and the compare page, in headless
 Chromium against the live daphne. No training: events are crafted and ingested here,
 into the test database the server reads, and pushed live through the same Redis."""
-import threading
 
 import pytest
 
-from tests.e2e.test_browser import browser_page  # noqa: F401 - the fixture
+from tests.e2e.helpers import off_loop, sign_in
 from tests.factories import event_log, make_prompt_set
 from webapp.runs.models import Run
 from workers.ingest import ingest_events
@@ -25,39 +24,12 @@ def crafted_log(steps=3, extra=None, start_seq=0, start_step=1):
     return events
 
 
-def off_loop(fn, *args):
-    """Call fn in another thread: Playwright's sync API runs an event loop in this one, and
-    the live push (async_to_sync) refuses to run inside it."""
-    from django.db import connection
-
-    outcome = {}
-
-    def target():
-        try:
-            outcome["value"] = fn(*args)
-        except BaseException as exc:  # noqa: BLE001 - re-raised below
-            outcome["error"] = exc
-        finally:
-            connection.close()
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join(60)
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome.get("value")
-
-
-def sign_in(page, live_stack, session_key):
-    page.context.add_cookies([{"name": "sessionid", "value": session_key, "url": live_stack.url}])
-
-
 def layout(page, selector, path):
     return page.evaluate(f"() => {{ const d = document.querySelector({selector!r}); return d && d._fullLayout ? d._fullLayout.{path} : null; }}")
 
 
 def test_the_run_page_groups_charts_switches_axes_marks_alerts_and_picks_heatmap_prompts(
-        live_stack, live_user, session_key, browser_page):  # noqa: F811
+        live_stack, live_user, session_key, browser_page):
     from webapp.alerts.models import Alert
 
     page = browser_page
@@ -120,7 +92,7 @@ def test_the_run_page_groups_charts_switches_axes_marks_alerts_and_picks_heatmap
     assert page.inner_text("#live-indicator") == "not live"  # a finished run opens no socket
 
 
-def test_live_messages_add_charts_markers_and_end_the_socket(live_stack, live_user, session_key, browser_page):  # noqa: F811
+def test_live_messages_add_charts_markers_and_end_the_socket(live_stack, live_user, session_key, browser_page):
     from webapp.live import push
 
     page = browser_page
@@ -156,7 +128,7 @@ def test_live_messages_add_charts_markers_and_end_the_socket(live_stack, live_us
     assert page.inner_text("#live-indicator") == "not live"
 
 
-def test_the_compare_page_overlays_two_runs_one_trace_each(live_stack, live_user, session_key, browser_page):  # noqa: F811
+def test_the_compare_page_overlays_two_runs_one_trace_each(live_stack, live_user, session_key, browser_page):
     page = browser_page
     prompt_set = make_prompt_set(live_user)
     a = Run.objects.create(name="alpha", method="ttrl", prompt_set=prompt_set, max_steps=3, created_by=live_user,

@@ -10,7 +10,6 @@ from websockets.sync.client import connect
 
 from tests.alerts.receiver import Receiver
 from tests.e2e.helpers import Api
-from tests.e2e.test_browser import browser_page  # noqa: F401 - the fixture
 from tests.factories import make_prompt_set, make_team
 from webapp.accounts.models import ApiToken
 from webapp.alerts.models import Webhook
