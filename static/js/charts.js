@@ -179,6 +179,7 @@
     this.markers = [];
     this.dirty = {};
     this.timer = null;
+    this.revision = 0;       // layout.datarevision, bumped on every draw
     this.sections = {};
     const self = this;
     Object.keys(this.options.series || {}).forEach(function (k) { self.series[k] = self.options.series[k]; });
@@ -381,14 +382,19 @@
       autosize: true,
       showlegend: !!this.options.legend,
       legend: { orientation: "h", x: 0, y: -0.22, yanchor: "top", font: { size: 11 } },
-      xaxis: { title: { text: state.xMode === "time" ? unit.label : "step", standoff: 4 }, zeroline: false },
-      yaxis: { type: state.logY ? "log" : "linear", exponentformat: "power" },
+      // autorange stated explicitly: with uirevision, an axis whose autorange is left implicit keeps
+      // the range of its first draw and new steps fall off the chart; a user's zoom still wins.
+      xaxis: { title: { text: state.xMode === "time" ? unit.label : "step", standoff: 4 }, zeroline: false, autorange: true },
+      yaxis: { type: state.logY ? "log" : "linear", exponentformat: "power", autorange: true },
       shapes: shapes,
       annotations: annotations,
       dragmode: "zoom",
       hovermode: "closest",
       // Zoom survives live updates; changing the axes' meaning resets it.
       uirevision: state.xMode + "|" + state.logY,
+      // Plotly.react compares data arrays by reference and ours grow in place: without a new
+      // datarevision it keeps drawing the points it had, and live steps never appear.
+      datarevision: ++this.revision,
     };
     const config = { responsive: true, displaylogo: false, doubleClick: "reset",
       modeBarButtons: [["zoom2d", "pan2d", "resetScale2d", "toImage"]] };

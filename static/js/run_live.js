@@ -255,6 +255,9 @@
     if (cancel) cancel.hidden = terminal;
     const resume = document.getElementById("resume-form");
     if (resume) resume.hidden = !(newState === "cancelled" || newState === "failed");
+    // A worker took the run: the "no worker listens" notice no longer applies.
+    const noWorker = document.getElementById("no-worker");
+    if (noWorker && newState !== "queued") noWorker.hidden = true;
     if (terminal) endLive();
     tick();
   }

@@ -119,6 +119,12 @@ def test_live_messages_add_charts_markers_and_end_the_socket(live_stack, live_us
     assert resumed == 2  # the step logged just before the trainer started again
     assert page.inner_text("#heatmap-step") == "3"
 
+    # A plain next step (no new chart, no marker) is drawn, not just stored: Plotly redraws
+    # only when told the data changed (calcdata is what it last drew).
+    plain = crafted_log(steps=1, extra=steady, start_seq=len(first) + len(later), start_step=4)
+    off_loop(ingest_events, run, plain[:-2])
+    page.wait_for_function("() => document.getElementById('chart-entropy').calcdata[0].length === 4")
+
     # The run ends: the indicator goes off and stays off (no reconnect).
     Run.objects.filter(pk=run.pk).update(state=Run.SUCCEEDED)
     off_loop(push, run.pk, [{"type": "status", "state": "succeeded", "message": "done"}])
