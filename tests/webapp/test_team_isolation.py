@@ -44,7 +44,8 @@ READ_URLS = [
     "/api/runs/{run}", "/api/runs/{run}/metrics", "/api/runs/{run}/rollouts", "/api/runs/{run}/groups/1/p1",
     "/api/runs/{run}/alerts", "/api/prompt-sets/{ps}", "/api/teams/{team}",
     "/runs/{run}/", "/runs/{run}/rollouts/", "/runs/{run}/questions/", "/prompt-sets/{ps}/",
-    "/teams/{team}/", "/teams/{team}/alerts/",
+    "/teams/{team}/", "/teams/{team}/alerts/", "/api/compare?runs={run}", "/compare/?runs={run}",
+    "/api/runs/{run}/metrics?max_points=10&since_step=0", "/runs/new/?clone={run}",
 ]
 
 
@@ -57,6 +58,11 @@ def test_another_teams_object_answers_404_like_a_missing_one(world, django_user_
     assert outsider.get(url.format(**missing)).status_code == 404
     viewer = client_for(django_user_model, "vera", token=url.startswith("/api/"))
     assert viewer.get(url.format(**ids)).status_code == 200
+
+
+def test_another_teams_r_zero_questions_answer_404(world, django_user_model):
+    bob = client_for(django_user_model, "bob", token=True)
+    assert bob.get(f"/api/runs/{world['run'].pk}/rzero/1/questions").status_code == 404
 
 
 def test_lists_show_only_the_users_teams(world, django_user_model):

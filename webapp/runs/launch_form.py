@@ -8,6 +8,7 @@ from the team's effective thresholds are sent, as hyperparameters["alert_rules"]
 from dataclasses import dataclass, field
 
 from django.core.exceptions import PermissionDenied
+from django.http import Http404
 
 from rl.alert_rules import RULE_KINDS, RULES, AlertRuleError, resolve_thresholds
 from rl.methods import METHODS
@@ -109,8 +110,12 @@ def initial_form(request) -> LaunchForm:
                       launchable_teams=teams, prompt_sets=sets)
     source = None
     clone_id = request.GET.get("clone", "")
-    if clone_id.isdigit():
-        source = Run.objects.visible_to(user).select_related("prompt_set", "team").filter(pk=int(clone_id)).first()
+    if clone_id:
+        source = Run.objects.visible_to(user).select_related("prompt_set", "team").filter(
+            pk=int(clone_id) if clone_id.isdigit() else 0).first()
+        if source is None:
+            # A stale link and another team's run answer alike (DESIGN §4.4).
+            raise Http404(f"no run with id {clone_id}")
     for name in METHODS:
         form.hyperparameters[name] = presets.preset_values(name, preset)["hyperparameters"]
     if source is not None:
