@@ -1,7 +1,6 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from django.views.decorators.csrf import csrf_exempt
 
 from webapp.runs.views import healthz
 
