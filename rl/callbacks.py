@@ -5,6 +5,10 @@
 - GracefulStop: SIGTERM/SIGINT set a flag; the step in progress finishes, a
   checkpoint is saved and training stops (rl.train then writes `cancelled`).
 - PeriodicEval: `eval` events on the held-out prompt set every eval_every steps.
+
+A step here is a rollout batch (DESIGN section 4.7): TRL's global_step counts optimizer
+updates, `updates_per_step(args)` of them per rollout batch, so every callback acts at
+rollout-batch boundaries only and reports `rollout_step(args, state)`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from transformers import TrainerCallback
 from rl.answers import answers_equal, extract_boxed, majority_vote
 from rl.events import EventWriter
 from rl.metrics import maj_at_k, majority_ratio, pass_at_k, unique_answers
+from rl.trainer import updates_per_step
 
 # TRL 1.16's logged name -> DESIGN section 5 name. Names rl.trainer logs are already in DESIGN form.
 TRL_METRIC_NAMES = {
@@ -34,7 +39,18 @@ TRL_METRIC_NAMES = {
     "learning_rate": "learning_rate",
 }
 EVOLAB_METRIC_NAMES = ("majority_ratio", "unique_answers", "similarity/mean", "time/generation", "time/reward",
-                       "label_accuracy", "maj@16", "pass@1", "pass@16")
+                       "time/novelty", "reward/vote_mean", "reward/vote_std", "label_accuracy", "maj@16", "pass@1",
+                       "pass@16")
+
+
+def rollout_step(args, state) -> int:
+    """The event-log step: rollout batches done (TRL's global_step counts optimizer updates)."""
+    return state.global_step // updates_per_step(args)
+
+
+def at_step_boundary(args, state) -> bool:
+    """Whether the optimizer update that just ended (or is about to begin) closes a rollout batch."""
+    return state.global_step % updates_per_step(args) == 0
 
 
 def evolab_metrics(logs: dict) -> dict[str, float]:
@@ -60,15 +76,18 @@ class EventLogCallback(TrainerCallback):
         self._step_seconds: float | None = None
 
     def on_step_begin(self, args, state, control, **kwargs):
-        self._step_started = time.perf_counter()
+        if at_step_boundary(args, state):  # the first update of a rollout batch: generation happens in it
+            self._step_started = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self._step_started is not None:  # generation + loss + optimizer, unlike TRL's step_time
+        if not at_step_boundary(args, state):
+            return  # an update inside the rollout batch: the step is not over
+        if self._step_started is not None:  # generation + every update of the batch, unlike TRL's step_time
             self._step_seconds = time.perf_counter() - self._step_started
         groups = self.trainer.pop_groups()  # collective with several processes: every rank calls it
         if state.is_world_process_zero:
             for group in groups:
-                self.events.group(state.global_step, **group)
+                self.events.group(rollout_step(args, state), **group)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs or "train_runtime" in logs:
@@ -79,14 +98,15 @@ class EventLogCallback(TrainerCallback):
             # the rest of the step: old/reference log-probs, loss, backward and the optimizer step
             spent = values.get("time/generation", 0.0) + values.get("time/reward", 0.0)
             values["time/update"] = max(0.0, self._step_seconds - spent)
-        if values:
-            self.events.metrics(state.global_step, values)
+        if values:  # logged once per rollout batch (logging_steps = updates_per_step), TRL's values averaged
+            self.events.metrics(rollout_step(args, state), values)
             self.events.sync()  # flushed to disk at least once per step (DESIGN section 4.2)
 
     def on_save(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
-            path = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            self.events.checkpoint(state.global_step, path.resolve())
+            step = rollout_step(args, state)  # LabelFreeGRPOTrainer names the folder by rollout-batch step
+            path = Path(args.output_dir) / f"checkpoint-{step}"
+            self.events.checkpoint(step, path.resolve())
             self.events.sync()
 
 
@@ -107,7 +127,8 @@ class GracefulStop(TrainerCallback):
         self.signal_name = signal.Signals(signum).name
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self._anyone_requested():
+        # only between rollout batches: a checkpoint inside one would lose its buffered rollouts on resume
+        if at_step_boundary(args, state) and self._anyone_requested():
             control.should_save = True
             control.should_training_stop = True
         return control
@@ -152,11 +173,15 @@ class PeriodicEval(TrainerCallback):
             self.evaluate(state)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if (self.every and state.global_step % self.every == 0) or state.global_step >= state.max_steps:
-            self.evaluate(state)
+        if not at_step_boundary(args, state):
+            return
+        step = rollout_step(args, state)
+        if (self.every and step % self.every == 0) or state.global_step >= state.max_steps:
+            self.evaluate(state, step)
 
     @torch.no_grad()
-    def evaluate(self, state) -> dict:
+    def evaluate(self, state, step: int | None = None) -> dict:
+        """Evaluate now; `step` is the event-log step (state.global_step when not given)."""
         model, tokenizer = self.trainer.model, self.trainer.processing_class
         was_training = model.training
         model.eval()
@@ -184,7 +209,7 @@ class PeriodicEval(TrainerCallback):
         summary = {name: sum(v) / len(v) for name, v in per_prompt.items()}
         summary["response_length/mean"] = sum(lengths) / max(1, len(lengths))
         if state.is_world_process_zero:
-            self.events.eval(state.global_step, self.prompt_set, summary)
+            self.events.eval(state.global_step if step is None else step, self.prompt_set, summary)
         return summary
 
     def _sample(self, prompts: list[str]) -> list[str]:

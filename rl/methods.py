@@ -176,7 +176,13 @@ _SHARED = {
     for h in (
         _int("n_votes", 64, "Rollouts sampled per prompt; the pseudo-label is voted over all of them.", 1, 1024),
         _int("n_train", 32, "Rollouts per prompt used in the policy update (the first n_train of the n_votes).", 1, 1024),
-        _int("prompts_per_step", 8, "Prompts per training step (the train batch size).", 1, 4096),
+        _int("prompts_per_step", 8, "Prompts per training step: one rollout batch of prompts_per_step × n_votes "
+             "rollouts, scored together (the train batch size).", 1, 4096),
+        _int("prompts_per_update", 1, "Prompts per optimizer update (the PPO mini-batch): each step is trained on in "
+             "prompts_per_step / prompts_per_update updates, all against the rollout batch's old log-probabilities, "
+             "so PPO clipping binds (EVOL-RL/TTRL scripts: 8 prompts per step, 1 per update).", 1, 4096),
+        _int("ppo_epochs", 1, "Passes over each rollout batch (each of prompts_per_step / prompts_per_update updates).",
+             1, 100),
         _float("temperature", 1.0, "Sampling temperature for training rollouts.", 0.0, 2.0),
         _float("eval_temperature", 0.6, "Sampling temperature for evaluation.", 0.0, 2.0),
         _float("top_p", 1.0, "Nucleus sampling threshold for rollouts.", 0.01, 1.0),
@@ -195,12 +201,13 @@ _SHARED = {
 }
 
 
-def _shared(**overrides: object) -> tuple[Hyperparameter, ...]:
-    """The shared hyperparameters, with some defaults replaced."""
-    unknown = set(overrides) - set(_SHARED)
+def _shared(exclude: tuple[str, ...] = (), **overrides: object) -> tuple[Hyperparameter, ...]:
+    """The shared hyperparameters, with some defaults replaced and the ``exclude``d ones left out."""
+    unknown = (set(overrides) | set(exclude)) - set(_SHARED)
     if unknown:
         raise KeyError(f"not shared hyperparameters: {sorted(unknown)}")
-    return tuple(replace(h, default=overrides.get(h.name, h.default)) for h in _SHARED.values())
+    return tuple(replace(h, default=overrides.get(h.name, h.default)) for h in _SHARED.values()
+                 if h.name not in exclude)
 
 
 _TTRL = "Zuo et al. 2025, TTRL: Test-Time Reinforcement Learning (arXiv:2504.16084)"
@@ -214,6 +221,9 @@ _DARL = "DARL: Encouraging Diverse Answers for General Reasoning without Verifie
 _RLPR = "Yu et al. 2025, RLPR: Extrapolating RLVR to General Domains without Verifiers"
 
 # DARL follows RLPR's training setup: 8 rollouts, no KL, clip 0.2 / 0.27 (DARL §4.1).
+_EM_AGGREGATION = Hyperparameter(
+    "aggregation", "choice", "sum", "How the per-token terms add up: 'sum' as Agarwal et al. 2025 define the EM-RL "
+    "rewards (−Σ_t H_t, Σ_t log p_t), or 'mean' (length-normalised).", choices=("sum", "mean"))
 _RLPR_TRAINING = dict(n_votes=8, n_train=8, kl_coef=0.0, epsilon_high=0.27, learning_rate=1e-6, temperature=1.0)
 
 _METHOD_LIST = [
@@ -236,7 +246,7 @@ _METHOD_LIST = [
         hyperparameters=_shared(epsilon_high=0.28, entropy_coef=0.003, max_completion_length=12288)
         + (
             _float("alpha", 0.5, "Novelty mixing: u = 1 − (α·mean similarity in own group + (1 − α)·max similarity).", 0.0, 1.0),
-            _bool("use_novelty", True, "Ablation: with false every valid response gets the middle of its band (0.75 majority, −0.75 minority)."),
+            _bool("use_novelty", True, "Ablation (\"−Novelty Reward\"): with false the reward falls back to TTRL's: 1 for the majority answer, 0 otherwise."),
             _bool("use_entropy_bonus", True, "Ablation: with false entropy_coef is ignored (set to 0)."),
             _bool("use_clip_high", True, "Ablation: with false epsilon_high is ignored (symmetric clipping with epsilon)."),
         ),
@@ -278,8 +288,16 @@ _METHOD_LIST = [
         needs_references=True,
         reference_field="reference",
         label_free=False,
-        description="Reward = mean token probability of the reference answer given the prompt and the sampled reasoning.",
-        hyperparameters=_shared(**_RLPR_TRAINING),
+        description="Reward = mean token probability of the reference answer given the prompt and the sampled reasoning, "
+                    "minus the same probability without the reasoning (clipped to [0, 1]); low-std prompts are not trained on.",
+        hyperparameters=_shared(**_RLPR_TRAINING)
+        + (
+            _bool("use_debiasing", True, "RLPR reward debiasing: r̂ = clip(r − r′, 0, 1), r′ = the reference's mean token "
+                  "probability given the prompt without reasoning. Ablation: with false the reward is r."),
+            _float("std_filter_threshold", 0.01, "RLPR standard deviation filtering (β): a prompt whose rewards have a "
+                   "standard deviation below this over its group is not trained on (0 turns the filter off). Fixed here; "
+                   "the paper adapts β during training.", 0.0, 1.0),
+        ),
     ),
     Method(
         name="r_zero",
@@ -288,7 +306,8 @@ _METHOD_LIST = [
         needs_references=False,
         label_free=True,
         description="A challenger writes questions at the solver's edge of ability; the solver trains on the kept ones.",
-        hyperparameters=_shared(n_votes=5, n_train=5, learning_rate=1e-6, kl_coef=0.01, top_p=0.99, max_completion_length=4096)
+        # R-Zero's challenger/solver phases run one update per GRPO step (rl/rzero.py)
+        hyperparameters=_shared(exclude=("prompts_per_update", "ppo_epochs"), n_votes=5, n_train=5, learning_rate=1e-6, kl_coef=0.01, top_p=0.99, max_completion_length=4096)
         + (
             _int("iterations", 3, "Challenger/solver co-evolution iterations.", 1, 100),
             _int("questions_per_iteration", 8000, "Candidate questions the challenger writes per iteration (N).", 1, 1000000),
@@ -308,8 +327,9 @@ _METHOD_LIST = [
         paper="Agarwal et al. 2025, The Unreasonable Effectiveness of Entropy Minimization (baseline in EVOL-RL)",
         needs_references=False,
         label_free=True,
-        description="Reward = − mean token entropy of the rollout.",
-        hyperparameters=_shared(),
+        description="Reward = − summed token entropy of the rollout (Agarwal et al.: r = −Σ_t H_t).",
+        hyperparameters=_shared()
+        + (_EM_AGGREGATION,),
     ),
     Method(
         name="em_sequence",
@@ -317,8 +337,9 @@ _METHOD_LIST = [
         paper="Agarwal et al. 2025, The Unreasonable Effectiveness of Entropy Minimization (baseline in EVOL-RL)",
         needs_references=False,
         label_free=True,
-        description="Reward = mean token log-probability of the rollout (sequence-level entropy minimisation).",
-        hyperparameters=_shared(),
+        description="Reward = log-probability of the rollout, a sum over its tokens (sequence-level entropy minimisation).",
+        hyperparameters=_shared()
+        + (_EM_AGGREGATION,),
     ),
     Method(
         name="self_consistency",
@@ -387,6 +408,12 @@ def _check_relations(spec: Method, values: dict) -> None:
     if "n_train" in values and "n_votes" in values and values["n_train"] > values["n_votes"]:
         raise HyperparameterError(
             "n_train", f"n_train={values['n_train']} is invalid: expected an integer in [1, n_votes={values['n_votes']}]"
+        )
+    if "prompts_per_update" in values and values["prompts_per_step"] % values["prompts_per_update"]:
+        raise HyperparameterError(
+            "prompts_per_update",
+            f"prompts_per_update={values['prompts_per_update']} is invalid: expected a divisor of "
+            f"prompts_per_step={values['prompts_per_step']} (each step is split into whole updates)",
         )
     if "keep_low" in values and "keep_high" in values:
         if values["keep_low"] > values["keep_high"]:

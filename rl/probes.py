@@ -3,8 +3,9 @@
 - `token_statistics`: per generated token, the probabilities of the two most likely
   tokens, the entropy of the predictive distribution and the log-probability of the
   token that was sampled (COMPASS, EM-RL-Token, EM-RL-Sequence);
-- `answer_probabilities`: the mean token probability of an answer given the prompt and a
-  reasoning prefix (RLPR / DARL Eq. (5)), many (prefix, answer) pairs per forward pass.
+- `answer_probabilities_from_ids`: the mean token probability of an answer given the prompt and a
+  reasoning prefix (RLPR / DARL Eq. (5)), many (prefix, answer) pairs per forward pass; the prefix is
+  the exact generated ids (`completion_prefix_ids`), BOS and all.
 
 Both run without gradients in chunks bounded by a token budget, so a group of long
 rollouts from a large-vocabulary model never materialises all its logits at once.
@@ -84,17 +85,53 @@ def token_statistics(model: Any, prompt_ids: Sequence[Sequence[int]], completion
     return results  # type: ignore[return-value]
 
 
-@torch.no_grad()
-def answer_probabilities(model: Any, tokenizer: Any, prefixes: Sequence[str], answers: Sequence[str],
-                         token_budget: int = DEFAULT_TOKEN_BUDGET) -> list[float]:
-    """r(y, z, x) = (1/|y|) Σ_i p_θ(y_i | x, z, y_<i) for each (prefix = x + z, answer = y) pair.  # DARL Eq. (5)
+def completion_prefix_ids(tokenizer: Any, prompt_ids: Sequence[int], completion_ids: Sequence[int],
+                          text_prefix: str) -> list[int]:
+    """x ⊕ z as token ids: the exact prompt ids, then the completion's own ids as far as they spell `text_prefix`.
 
-    Tokenised exactly as rl.rewards.darl.answer_probability (no special tokens, prefix and
-    answer separately), so both give the same number; 0 for an empty answer.
+    `text_prefix` is a prefix of the decoded completion (or the decoded completion plus a suffix, e.g. an
+    answer opener for a rollout without one). The longest run of completion ids whose decoding (special
+    tokens skipped, as the rollout text was decoded) is a prefix of it is kept as generated, trailing special
+    tokens (EOS) dropped; only the remainder of `text_prefix` (a token straddling the boundary, or the added
+    suffix) is tokenised, without special tokens. Nothing is re-tokenised from decoded text that the policy
+    generated as ids, so a BOS at the start of the prompt or any id-level detail of the rollout survives.
     """
-    prefix_ids = [list(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prefixes]
+    ids = list(completion_ids)
+
+    def spelled(k: int) -> str:
+        return tokenizer.decode(ids[:k], skip_special_tokens=True)
+
+    def fits(k: int) -> bool:
+        return text_prefix.startswith(spelled(k))
+
+    low, high = 0, len(ids)  # fits(0) holds; find the largest k that fits (binary search, then step on)
+    while low < high:
+        mid = (low + high + 1) // 2
+        if fits(mid):
+            low = mid
+        else:
+            high = mid - 1
+    while low < len(ids) and fits(low + 1):
+        low += 1
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    while low > 0 and ids[low - 1] in special:
+        low -= 1
+    remainder = text_prefix[len(spelled(low)):]
+    tail = list(tokenizer(remainder, add_special_tokens=False)["input_ids"]) if remainder else []
+    return list(prompt_ids) + ids[:low] + tail
+
+
+@torch.no_grad()
+def answer_probabilities_from_ids(model: Any, tokenizer: Any, prefix_ids: Sequence[Sequence[int]],
+                                  answers: Sequence[str], token_budget: int = DEFAULT_TOKEN_BUDGET) -> list[float]:
+    """r(y, z, x) = (1/|y|) Σ_i p_θ(y_i | x, z, y_<i) for each (prefix ids = x ⊕ z, answer y) pair.  # DARL Eq. (5)
+
+    The prefix is scored exactly as given (ids); the answer is tokenised without special tokens. 0 for an
+    empty answer.
+    """
+    prefixes = [list(p) for p in prefix_ids]
     answer_ids = [list(tokenizer(a, add_special_tokens=False)["input_ids"]) for a in answers]
-    sequences = [p + a for p, a in zip(prefix_ids, answer_ids)]
+    sequences = [p + a for p, a in zip(prefixes, answer_ids)]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     results = [0.0] * len(sequences)
     todo = [i for i, a in enumerate(answer_ids) if a]
@@ -102,10 +139,22 @@ def answer_probabilities(model: Any, tokenizer: Any, prefixes: Sequence[str], an
         rows = [todo[j] for j in chunk]
         logits = _forward(model, [sequences[i] for i in rows], pad_id)
         for k, i in enumerate(rows):
-            start, n = len(prefix_ids[i]), len(answer_ids[i])
+            start, n = len(prefixes[i]), len(answer_ids[i])
             if start == 0:
                 raise ValueError("the prompt and reasoning are empty: the first answer token has no context")
             probabilities = torch.softmax(logits[k, start - 1 : start - 1 + n], dim=-1)
             targets = torch.tensor(answer_ids[i], dtype=torch.long, device=probabilities.device)
             results[i] = float(probabilities.gather(1, targets[:, None]).mean())
     return results
+
+
+def answer_probabilities(model: Any, tokenizer: Any, prefixes: Sequence[str], answers: Sequence[str],
+                         token_budget: int = DEFAULT_TOKEN_BUDGET) -> list[float]:
+    """r(y, z, x) = (1/|y|) Σ_i p_θ(y_i | x, z, y_<i) for each (prefix = x + z, answer = y) pair.  # DARL Eq. (5)
+
+    Text prefixes, tokenised exactly as rl.rewards.darl.answer_probability (no special tokens, prefix and
+    answer separately), so both give the same number; 0 for an empty answer. The trainer's scorers use
+    `answer_probabilities_from_ids` on the generated ids instead.
+    """
+    prefix_ids = [list(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prefixes]
+    return answer_probabilities_from_ids(model, tokenizer, prefix_ids, answers, token_budget)

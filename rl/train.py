@@ -239,6 +239,10 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
     entropy_coef = hp["entropy_coef"] if hp.get("use_entropy_bonus", True) else 0.0
     epsilon_high = hp["epsilon_high"] if hp.get("use_clip_high", True) else hp["epsilon"]
     vllm = {"use_vllm": True, "vllm_mode": "colocate"} if hp["generation_backend"] == "vllm" else {}
+    # DESIGN section 4.7: a step is one rollout batch, trained on in prompts_per_step / prompts_per_update
+    # optimizer updates per epoch for ppo_epochs epochs; TRL counts those updates as its steps
+    updates_per_epoch = hp["prompts_per_step"] // hp["prompts_per_update"]
+    updates = updates_per_epoch * hp["ppo_epochs"]
 
     args = GRPOConfig(
         output_dir=str(run_dir / CHECKPOINTS_DIR),
@@ -246,14 +250,17 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
         bf16=on_gpu and torch.cuda.is_bf16_supported(),
         report_to="none",
         disable_tqdm=True,
-        logging_steps=1,
-        max_steps=config.max_steps,
+        logging_steps=updates,  # one metrics event per rollout batch, TRL's values averaged over its updates
+        max_steps=config.max_steps * updates,
         seed=config.seed,
         data_seed=config.seed,
-        # one generation batch per step, split evenly over the processes (check_processes made sure it splits)
-        per_device_train_batch_size=hp["prompts_per_step"] * hp["n_votes"] // world_size(),
+        # one generation batch (rollout batch) per step, split evenly over the processes (check_processes made
+        # sure it splits) and, on each, into updates_per_epoch slices: one optimizer update each (PPO mini-batches)
+        # against the old log-probabilities TRL keeps from generation time, so the clipping binds
+        per_device_train_batch_size=hp["prompts_per_update"] * hp["n_votes"] // world_size(),
         gradient_accumulation_steps=1,
-        steps_per_generation=1,
+        steps_per_generation=updates_per_epoch,
+        num_iterations=hp["ppo_epochs"],
         num_generations=hp["n_votes"],  # TTRL: the vote is over all n_votes rollouts
         temperature=hp["temperature"],
         top_p=hp["top_p"],
@@ -265,7 +272,7 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
         epsilon_high=epsilon_high,  # EVOL-RL / DAPO asymmetric clipping: ratios above 1 + epsilon_high are clipped
         entropy_coef=entropy_coef,  # TRL: loss = L_policy − entropy_coef · H (EVOL-RL's entropy regulariser)
         save_strategy="steps",
-        save_steps=hp["save_every"] or config.max_steps,  # 0: only the final checkpoint
+        save_steps=(hp["save_every"] or config.max_steps) * updates,  # 0: only the final checkpoint
         disable_dropout=True,
         dataloader_num_workers=0,
         **vllm,
@@ -330,7 +337,7 @@ def train(config: RunConfig, run_dir: Path, events: EventWriter, resume: bool) -
         events.status("running", f"training {config.method} on {len(config.prompts)} prompts for "
                                  f"{config.max_steps} steps")
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-    step = trainer.state.global_step
+    step = trainer.rollout_step()  # rollout batches, the event log's steps (TRL counts optimizer updates)
     if stop.requested and step < config.max_steps:
         return "cancelled", f"cancelled by {stop.signal_name} after step {step}; checkpoint written, resume continues"
     return "succeeded", f"{step} steps"
@@ -349,10 +356,15 @@ def check_processes(config: RunConfig, processes: int) -> None:
         return
     if config.method == "r_zero":  # its own loop of phases, with per-iteration files, written for one process
         raise ConfigError("gpus", "r_zero runs on one process only; start it with gpus=1")
-    rollouts = config.hyperparameters["prompts_per_step"] * config.hyperparameters["n_votes"]
+    hp = config.hyperparameters
+    rollouts = hp["prompts_per_step"] * hp["n_votes"]
     if rollouts % processes:
         raise ConfigError("prompts_per_step", f"prompts_per_step × n_votes = {rollouts} rollouts per step do not "
                                               f"split evenly over {processes} processes")
+    per_update = hp["prompts_per_update"] * hp["n_votes"]
+    if per_update % processes:
+        raise ConfigError("prompts_per_update", f"prompts_per_update × n_votes = {per_update} rollouts per update "
+                                                f"do not split evenly over {processes} processes")
 
 
 class SilentEvents:

@@ -12,9 +12,19 @@ What it adds to TRL 1.16's GRPOTrainer, in the order a step runs:
    (DARL, RLPR, RLVR only) in `references`;
 3. n_train: only the first n_train rollouts of each group are trained on, with
    the GRPO advantage normalised over them (TTRL, DESIGN section 6); the rest of
-   the batch is sliced away before the loss;
-4. the loss (TRL); the per-token entropies it computes are kept so each trained
-   rollout's `group` event can show its mean token entropy;
+   the batch is sliced away before the loss. `reward/mean` and `reward/std` are
+   over these trained rollouts, `reward/vote_mean` and `reward/vote_std` over all
+   n_votes; a group whose score says `skip_training` is not trained on at all;
+4. the loss (TRL): the rollout batch is trained on in prompts_per_step /
+   prompts_per_update optimizer updates per epoch, for ppo_epochs epochs (TRL's
+   steps_per_generation and num_iterations), every update against the old
+   log-probabilities TRL computes once at generation time, so the PPO ratio moves
+   away from 1 and the clipping (epsilon, epsilon_high) binds (DESIGN sections 4.7
+   and 6). TRL's global_step counts these updates; a step of the event log is one
+   rollout batch, `updates_per_step` of them (rl.callbacks maps one to the other,
+   and checkpoints are named by rollout-batch step). The per-token entropies the
+   loss computes are kept so each trained rollout's `group` event can show its
+   mean token entropy;
 5. what happened is left in `pending_groups` and TRL's metric buffer, for the
    callbacks in rl/callbacks.py to write to the event log.
 
@@ -31,6 +41,8 @@ ZeRO-3 are collective. Rank 0 alone writes events (rl.callbacks).
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -95,6 +107,27 @@ class _Batch:
 HELD_OUT_COLUMNS = {"label", "answer", "reference", "ground_truth", "solution", "reward_model"}
 
 
+def reward_statistics(rewards: Sequence[float], trained: Sequence[bool]) -> dict[str, float]:
+    """`reward/mean` and `reward/std` over the trained rollouts, `reward/vote_*` over all of them (DESIGN §6).
+
+    Standard deviations are Bessel-corrected, as TRL's; a statistic of too few rollouts is left out.
+    """
+    every = np.asarray(rewards, dtype=np.float64)
+    kept = every[np.asarray(trained, dtype=bool)] if len(every) else every
+    values = {}
+    for prefix, sample in (("reward/", kept), ("reward/vote_", every)):
+        if sample.size:
+            values[prefix + "mean"] = float(sample.mean())
+        if sample.size > 1:
+            values[prefix + "std"] = float(sample.std(ddof=1))
+    return values
+
+
+def updates_per_step(args) -> int:
+    """TRL optimizer steps per rollout batch (one event-log step): steps_per_generation × num_iterations."""
+    return int(getattr(args, "steps_per_generation", None) or 1) * int(getattr(args, "num_iterations", None) or 1)
+
+
 class LabelFreeGRPOTrainer(GRPOTrainer):
     """GRPOTrainer with a group reward (rl.scoring), TTRL's n_train, and per-rollout records.
 
@@ -124,6 +157,7 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         self._capture_entropy = False
         self._captured_entropies: torch.Tensor | None = None
         self._entropies: dict[int, float] = {}  # this rank's trained rollouts: global batch row -> mean entropy
+        self._skipped: list[bool] = []  # per group of the current batch: its score asked not to be trained on
         columns = set(getattr(kwargs.get("train_dataset"), "column_names", None) or ())
         leaking = columns & HELD_OUT_COLUMNS
         if leaking:  # TRL would pass these columns to the reward function as keyword arguments
@@ -132,6 +166,13 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         super().__init__(*args, reward_funcs=[self.label_free_reward], **kwargs)
         if not 1 <= n_train <= self.num_generations:
             raise ValueError(f"n_train={n_train} must be in [1, n_votes={self.num_generations}]")
+        if self.args.gradient_accumulation_steps != 1:  # a rollout batch is counted in optimizer updates
+            raise ValueError("LabelFreeGRPOTrainer expects gradient_accumulation_steps=1 (use prompts_per_update)")
+        self.updates_per_step = updates_per_step(self.args)
+
+    def rollout_step(self, global_step: int | None = None) -> int:
+        """The event-log step (rollout batches done) of TRL's global_step (optimizer updates done)."""
+        return (self.state.global_step if global_step is None else global_step) // self.updates_per_step
 
     # -- the reward TRL calls: completions in, one reward per completion out. It reads only what TRL passes
     #    (prompts, completions, token ids, prompt_id); labels stay in self.label_monitor, which it never touches.
@@ -162,7 +203,9 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
                        answers=[self.extract_answer(text) for text in completions],
                        lengths=[len(ids) for ids in completion_ids])
         # one embedding call for the whole batch; EVOL-RL embeds the text after </think> (DESIGN section 6)
+        started = time.perf_counter()
         embeddings = self.embedder.embed([reasoning_part(text) for text in completions])
+        novelty_seconds = time.perf_counter() - started
         probe = PolicyProbe(self.model, self.processing_class, self.temperature)
         method_values: list[dict] = []
         for start in range(0, len(completions), g):  # TRL lays out each prompt's n_votes rollouts contiguously
@@ -173,13 +216,17 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
                           answers=batch.answers[rows], prompt_ids=self._prompt_ids[start] if self._prompt_ids else [],
                           completion_ids=[list(ids) for ids in completion_ids[rows]], embeddings=embeddings[rows],
                           reference=self.references.get(batch.prompt_ids[start]))
+            started = time.perf_counter()
             score = self.scorer(group, self.hyperparameters, probe)
+            novelty_seconds += time.perf_counter() - started
             batch.scores.append(score)
             batch.rewards.extend(float(r) for r in score.rewards)
             batch.similarities.append(cosine_similarity_matrix(embeddings[rows]))
             method_values.append(score.metrics)
         self._batch = batch
         self._log_means(method_values)
+        if self.method == "evol_rl" and self.model.training:  # the embeddings and the novelty: the paper's overhead
+            self._metrics["train"]["time/novelty"].append(novelty_seconds)
         return batch.rewards
 
     def _log_means(self, values: list[dict]) -> None:
@@ -215,6 +262,9 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         g, n_train = self.num_generations, self.n_train
         size = output["completion_ids"].size(0)
         local = self._local_rows(size)
+        # a scorer may ask for a group to be left out of the update (e.g. a filter on the reward's spread)
+        self._skipped = [bool(getattr(score, "skip_training", False)) for score in self._batch.scores]
+        self._report_rewards()
         rewards = torch.tensor(self._batch.rewards, dtype=torch.float32).view(-1, g)[:, :n_train]
         # GRPO advantage, normalised within each group over the trained rollouts: A = (r - mean) / (std + 1e-4),
         # exactly TRL's scale_rewards="group" formula (Bessel-corrected std); one trained rollout gets 0
@@ -223,7 +273,7 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         advantages = torch.nan_to_num((rewards - mean) / (std + 1e-4), nan=0.0)
 
         # TTRL: vote over all n_votes, train on the first n_train of each group: this rank's share of them
-        trained = [i for i in local if i % g < n_train]
+        trained = [i for i in local if self._is_trained(i)]
         padding = self._padding_rows(local, len(trained))
         device = output["completion_ids"].device
         keep = torch.tensor([i - local.start for i in trained + padding], dtype=torch.long, device=device)
@@ -246,19 +296,42 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         self._record_groups(advantages.tolist())
         return sliced
 
+    def _is_trained(self, row: int) -> bool:
+        """Whether a row of the global batch is trained on: among its group's first n_train, group not skipped."""
+        g = self.num_generations
+        return row % g < self.n_train and not (self._skipped and self._skipped[row // g])
+
     def _padding_rows(self, local: range, n_trained: int) -> list[int]:
         """Untrained rows this rank adds so that every rank's batch has as many rows as the largest.
 
         When a group straddles ranks, its first n_train rows may all land on one rank; ranks must still run
         the same number of forward/backward passes (DDP and DeepSpeed synchronise gradients), so a rank with
-        fewer trained rows pads with its untrained ones, masked out of the loss. With whole groups per rank
-        (the usual layout) every rank trains as many rows and nothing is padded.
+        fewer trained rows pads with its untrained ones, masked out of the loss. The row count is also rounded
+        up to a multiple of the updates per epoch (TRL splits the rollout batch into that many equal slices)
+        and is never zero. With whole groups per rank (the usual layout) every rank trains as many rows and,
+        when n_train × prompts_per_update rows make one update, nothing is padded.
         """
-        g, n_train, n_local = self.num_generations, self.n_train, len(local)
-        most = max(sum(1 for i in range(r * n_local, (r + 1) * n_local) if i % g < n_train)
+        n_local, slices = len(local), max(1, int(self.args.steps_per_generation or 1))
+        most = max(sum(1 for i in range(r * n_local, (r + 1) * n_local) if self._is_trained(i))
                    for r in range(self.accelerator.num_processes))
-        untrained = [i for i in local if i % g >= n_train]
-        return untrained[:most - n_trained]
+        most = max(slices, -(-most // slices) * slices)
+        untrained = [i for i in local if not self._is_trained(i)]
+        fill = untrained or list(local)  # repeat rows when there are too few: masked out, they only even out
+        return [fill[k % len(fill)] for k in range(most - n_trained)]
+
+    def _report_rewards(self) -> None:
+        """reward/mean and reward/std over the trained rollouts (replacing TRL's over all), reward/vote_* over all."""
+        rewards = self._batch.rewards
+        values = reward_statistics(rewards, [self._is_trained(i) for i in range(len(rewards))])
+        metrics = self._metrics["train"]
+        for trl_name, name in (("reward", "reward/mean"), ("reward_std", "reward/std")):
+            if metrics.get(trl_name):
+                metrics[trl_name].pop()  # TRL's value, over every rollout of the batch
+            if name in values:
+                metrics[trl_name].append(values[name])
+        for name in ("reward/vote_mean", "reward/vote_std"):
+            if name in values:
+                metrics[name].append(values[name])
 
     def _record_groups(self, advantages: list[list[float]]) -> None:
         batch, g = self._batch, self.num_generations
@@ -271,7 +344,7 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
             majority = score.majority_answer
             rollouts = []
             for j, i in enumerate(rows):
-                trained = j < self.n_train
+                trained = self._is_trained(i)
                 rollouts.append({
                     "index": j, "text": batch.texts[i], "answer": answers[j], "valid": answers[j] is not None,
                     "in_majority": majority is not None and answers_equal(answers[j], majority),
@@ -313,7 +386,25 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         return loss
 
     def _store_entropies(self, rows: list[int], values: list[float]) -> None:
-        self._entropies.update({row: float(value) for row, value in zip(rows, values) if row >= 0})
+        for row, value in zip(rows, values):  # the first epoch's value: the closest to the sampling policy
+            if row >= 0:
+                self._entropies.setdefault(row, float(value))
+
+    # -- checkpoints are named by rollout-batch step, the step of the event log
+
+    def _save_checkpoint(self, model, trial):
+        super()._save_checkpoint(model, trial)
+        if self.updates_per_step == 1:
+            return
+        run_dir = self._get_output_dir(trial=trial)
+        written = os.path.join(run_dir, f"checkpoint-{self.state.global_step}")
+        named = os.path.join(run_dir, f"checkpoint-{self.rollout_step()}")
+        self.accelerator.wait_for_everyone()  # every rank's shards are written
+        if self.args.should_save and os.path.isdir(written):
+            if os.path.exists(named):  # a superseded checkpoint of the same step (never a later one)
+                shutil.rmtree(named)
+            os.replace(written, named)
+        self.accelerator.wait_for_everyone()
 
     def pop_groups(self) -> list[dict]:
         """The current step's group records, once; the event callback writes them.

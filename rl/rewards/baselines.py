@@ -18,16 +18,49 @@ def rlpr_reward(model: Any, tokenizer: Any, prompt: str, reasoning: str, referen
     return answer_probability(model, tokenizer, prompt, reasoning, reference)
 
 
-def em_token_reward(token_entropies: Sequence[float] | np.ndarray) -> float:
-    """− mean token entropy of the rollout (EM-RL-Token, Agarwal et al. 2025); 0 for no tokens."""
-    entropies = np.asarray(token_entropies, dtype=np.float64)
-    return float(-entropies.mean()) if entropies.size else 0.0
+EM_AGGREGATIONS = ("sum", "mean")
 
 
-def em_sequence_reward(token_logprobs: Sequence[float] | np.ndarray) -> float:
-    """Mean token log-probability of the rollout (EM-RL-Sequence, Agarwal et al. 2025); 0 for no tokens."""
-    logprobs = np.asarray(token_logprobs, dtype=np.float64)
-    return float(logprobs.mean()) if logprobs.size else 0.0
+def _aggregate(values: Sequence[float] | np.ndarray, aggregation: str) -> float:
+    if aggregation not in EM_AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {EM_AGGREGATIONS}, got {aggregation!r}")
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return 0.0
+    return float(values.sum() if aggregation == "sum" else values.mean())
+
+
+def em_token_reward(token_entropies: Sequence[float] | np.ndarray, aggregation: str = "sum") -> float:
+    """− the summed token entropy of the rollout (or, with aggregation="mean", the mean); 0 for no tokens.
+
+    # Agarwal et al. 2025 (arXiv 2505.15134), EM-RL-token reward: r(y) = −Σ_t H(π_θ(·|x, y_<t))
+    """
+    return -_aggregate(token_entropies, aggregation)
+
+
+def em_sequence_reward(token_logprobs: Sequence[float] | np.ndarray, aggregation: str = "sum") -> float:
+    """The sequence log-probability of the rollout (or, with aggregation="mean", per token); 0 for no tokens.
+
+    # Agarwal et al. 2025 (arXiv 2505.15134), EM-RL-sequence reward: r(y) = log π_θ(y|x) = Σ_t log π_θ(y_t|x, y_<t)
+    """
+    return _aggregate(token_logprobs, aggregation)
+
+
+def rlpr_debiased_reward(r: float, r_without_reasoning: float) -> float:
+    """r̂ = clip(r − r′, 0, 1): what the sampled reasoning adds to the probability of the reference.
+
+    # RLPR (Yu et al. 2025, arXiv 2506.18254), "reward debiasing": r̂ = clip(0, 1, r − r′)
+    """
+    return min(max(r - r_without_reasoning, 0.0), 1.0)
+
+
+def rlpr_std_filter(rewards: Sequence[float] | np.ndarray, threshold: float) -> bool:
+    """True when the group's reward standard deviation (population) is below the threshold β: not trained on.
+
+    # RLPR (Yu et al. 2025), "standard deviation filtering" (adaptive curriculum): drop prompts with std_i(r̂_i) < β
+    """
+    rewards = np.asarray(rewards, dtype=np.float64)
+    return bool(rewards.size > 0 and float(rewards.std()) < threshold)
 
 
 def self_consistency_rewards(answers: Sequence[str | None]) -> list[float]:

@@ -66,7 +66,8 @@ def dcar(
 ) -> DcarResult:
     """DCAR with its diagnostics (pseudo-label, credibility, vote scores).
 
-    None answers do not vote and get 0. The ablation switches replace the weighted vote by
+    None answers do not vote and get 0, but their confidence still counts towards C_Elite
+    (Eq. (7) ranges over all N candidates). The ablation switches replace the weighted vote by
     a plain majority vote and the credibility by 1.
     """
     if len(answers) != len(confidences):
@@ -76,9 +77,8 @@ def dcar(
     if pseudo_label is None:
         return DcarResult([0.0] * len(answers), None, 0.0, scores)
     agrees = [answers_equal(answer, pseudo_label) for answer in answers]
-    voting = [c for a, c in zip(answers, confidences) if a is not None]
     c_general = max(c for c, agree in zip(confidences, agrees) if agree)  # COMPASS Eq. (6)
-    c_elite = max(voting)  # COMPASS Eq. (7), over the responses that voted
+    c_elite = max(confidences)  # COMPASS Eq. (7) / Algorithm 1: max over all N candidates, answered or not
     credibility = float(c_general / c_elite) if use_credibility and c_elite > 0 else 1.0  # COMPASS Eq. (8)
     rewards = [credibility if agree else 0.0 for agree in agrees]  # COMPASS Eq. (9)
     return DcarResult(rewards, pseudo_label, credibility, scores)

@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from rl.answers import answers_equal, extract_boxed, majority_vote
+from rl.rewards.ttrl import ttrl_rewards
 from rl.similarity import cosine_similarity_matrix
 
 # EVOL-RL App. C.5: ε_norm in the min–max normalisation
@@ -143,16 +144,11 @@ def evol_rl_rewards(
     """EVOL-RL reward of each response.
 
     # EVOL-RL §3 (B.2) reward mapping: −1 invalid; 0.5 + 0.5ũ majority; −1 + 0.5ũ minority
-    With ``use_novelty=False`` (the "−Novelty" ablation) every valid response gets the
-    middle of its band (0.75 / −0.75), so only the majority signal remains.
+    With ``use_novelty=False`` (the "−Novelty Reward" ablation of EVOL-RL Table 4) the
+    novelty-aware reward is removed and TTRL's reward remains: 1 for the majority answer, else 0.
     """
     if not use_novelty:
-        if majority is None:
-            majority = majority_vote(answers)
-        return [
-            INVALID_REWARD if answer is None else (0.75 if answers_equal(answer, majority) else -0.75)
-            for answer in answers
-        ]
+        return ttrl_rewards(answers, majority)
     scores = novelty_scores(answers, embeddings, alpha=alpha, majority=majority)
     rewards = []
     for in_majority, novelty in zip(scores.in_majority, scores.normalized):

@@ -38,9 +38,22 @@ def test_credibility_is_one_when_the_most_confident_response_agrees():
 
 
 def test_none_answers_do_not_vote_and_get_zero():
-    # the most confident response has no answer: it is no dissenter, so credibility stays 1
-    assert dcar_rewards([None, "4", "4", "9"], [0.99, 0.6, 0.5, 0.55]) == pytest.approx([0.0, 1.0, 1.0, 0.0])
+    assert dcar_rewards([None, "4", "4", "9"], [0.5, 0.6, 0.5, 0.55]) == pytest.approx([0.0, 1.0, 1.0, 0.0])
     assert dcar_rewards([None, None], [0.5, 0.5]) == [0.0, 0.0]
+
+
+def test_the_elite_confidence_is_the_max_over_all_n_candidates():
+    """COMPASS Eq. (7) / Algorithm 1: C_Elite = max_{i=1..N} C(ŷ_i), every candidate, answered or not.
+
+    Worked example: answers [None, 4, 4, 9], confidences [0.99, 0.6, 0.5, 0.55]. The vote gives y* = 4
+    (1.1 against 0.55); C_General = max(0.6, 0.5) = 0.6; C_Elite = 0.99 (the candidate without an answer)
+    → credibility = 0.6 / 0.99, and the two 4s get it. Over the answered candidates alone C_Elite was 0.6
+    and the credibility 1.
+    """
+    result = dcar([None, "4", "4", "9"], [0.99, 0.6, 0.5, 0.55])
+    assert result.pseudo_label == "4"
+    assert result.credibility == pytest.approx(0.6 / 0.99)
+    assert result.rewards == pytest.approx([0.0, 0.6 / 0.99, 0.6 / 0.99, 0.0])
 
 
 def test_the_ablations_fall_back_to_majority_vote_and_binary_reward():

@@ -67,8 +67,9 @@ def test_a_majority_voted_over_more_rollouts_can_be_passed_in():
     assert rewards == [-0.5, 1.0]
 
 
-def test_without_novelty_valid_responses_get_the_middle_of_their_band():
-    assert evol_rl_rewards(["1", "1", "2", None], np.eye(4), use_novelty=False) == [0.75, 0.75, -0.75, -1.0]
+def test_without_novelty_the_reward_falls_back_to_ttrl():
+    # EVOL-RL Table 4 "−Novelty Reward": the novelty-aware reward is removed, TTRL's 1/0 majority reward remains
+    assert evol_rl_rewards(["1", "1", "2", None], np.eye(4), use_novelty=False) == [1.0, 1.0, 0.0, 0.0]
 
 
 def test_a_valid_answer_needs_a_box_with_a_digit():

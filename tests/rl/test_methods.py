@@ -76,3 +76,18 @@ def test_n_train_may_not_exceed_n_votes():
     with pytest.raises(HyperparameterError) as error:
         validate_hyperparameters("ttrl", {"n_votes": 8, "n_train": 16})
     assert error.value.field == "n_train"
+
+
+def test_each_rollout_batch_is_split_into_prompts_per_update_updates():
+    # EVOL-RL / TTRL released scripts: 8 prompts per rollout batch, 1 prompt per PPO update (DESIGN §4.7)
+    for name in ALL_METHODS:
+        if name == "r_zero":  # its phases run one update per GRPO step
+            assert "prompts_per_update" not in validate_hyperparameters(name, {})
+            continue
+        values = validate_hyperparameters(name, {})
+        assert values["prompts_per_update"] == 1 and values["ppo_epochs"] == 1
+    assert validate_hyperparameters("ttrl", {"prompts_per_step": 8, "prompts_per_update": 4})["prompts_per_update"] == 4
+    with pytest.raises(HyperparameterError) as error:
+        validate_hyperparameters("evol_rl", {"prompts_per_step": 8, "prompts_per_update": 3})
+    assert error.value.field == "prompts_per_update"
+    assert "prompts_per_update=3 is invalid" in str(error.value) and "prompts_per_step=8" in str(error.value)

@@ -9,6 +9,7 @@ import json
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rl.events import validate_event
@@ -100,7 +101,9 @@ def test_each_group_carries_the_similarity_matrix_of_its_rollouts_and_the_method
                    for j, x in enumerate(row))
         for r in group["rollouts"]:
             assert CASES[case][3] <= set(r["extra"])
-        assert [r["used_for_training"] for r in group["rollouts"]] == [True] * 4 + [False] * 4
+        # RLPR's standard deviation filtering: a group whose rewards spread less than β is not trained on
+        skipped = case == "rlpr" and np.std([r["reward"] for r in group["rollouts"]]) < 0.01
+        assert [r["used_for_training"] for r in group["rollouts"]] == ([False] * 8 if skipped else [True] * 4 + [False] * 4)
 
 
 def test_rewards_follow_the_method(method_run):
@@ -116,7 +119,9 @@ def test_rewards_follow_the_method(method_run):
         assert all(0.99 * r["extra"]["r_ref"] - 1e-9 <= r["reward"] <= r["extra"]["r_ref"] + 1e-9
                    for r in rollouts if r["extra"]["r_ref"] is not None)
     elif case == "rlpr":
-        assert all(r["reward"] == r["extra"]["r_ref"] for r in rollouts)
+        # RLPR reward debiasing: r̂ = clip(r − r′, 0, 1), r′ without the reasoning
+        assert all(r["reward"] == pytest.approx(min(max(r["extra"]["r_ref"] - r["extra"]["r_ref_without_reasoning"], 0.0), 1.0))
+                   for r in rollouts)
     elif case == "em_token":
         assert all(r["reward"] <= 0.0 for r in rollouts)
     elif case == "em_sequence":
@@ -142,6 +147,58 @@ def test_the_held_out_label_never_changes_a_label_free_reward(method_run, tmp_pa
 
     assert step_one_rollouts(relabelled) == step_one_rollouts(original)
     assert [m["values"]["label_accuracy"] for m in of_type(relabelled, "metrics")] == [0.0]  # labels did arrive
+
+
+# ---------------------------------------------------------------- PPO clipping binds (DESIGN §4.7, §6)
+
+CLIP_HP = {**SMALL, "learning_rate": 5e-3, "prompts_per_step": 2, "prompts_per_update": 1, "ppo_epochs": 1,
+           "save_every": 1}
+
+
+@pytest.fixture(scope="module")
+def clipping_run(tmp_path_factory):
+    """EVOL-RL with a learning rate that moves the ratio: 2 optimizer updates (1 prompt each) per rollout batch."""
+    tmp = tmp_path_factory.mktemp("clipping")
+    write_rows(tmp / "prompts.jsonl")
+    config = write_config(tmp, method="evol_rl", max_steps=2, hyperparameters=CLIP_HP)
+    started = time.time()
+    result = run_trainer(config, tmp / "run")
+    WALL_SECONDS["evol_rl_clipping"] = time.time() - started
+    return result, events_of(tmp / "run")
+
+
+def test_ppo_clipping_binds_with_several_updates_per_rollout_batch(clipping_run):
+    result, events = clipping_run
+    assert result.returncode == 0, result.stderr[-3000:]
+    for event in events:
+        validate_event(event)
+    metrics = of_type(events, "metrics")
+    assert [m["step"] for m in metrics] == [1, 2]  # one metrics event per rollout batch, not per update
+    assert [g["step"] for g in of_type(events, "group")] == [1, 1, 2, 2]
+    assert [(c["step"], c["path"]) for c in of_type(events, "checkpoint")] == [
+        (1, "checkpoints/checkpoint-1"), (2, "checkpoints/checkpoint-2")]
+    clipped = [m["values"]["clip_ratio/low"] + m["values"]["clip_ratio/high"] for m in metrics]
+    print(f"\nclip_ratio low/high per step: "
+          f"{[(m['values']['clip_ratio/low'], m['values']['clip_ratio/high']) for m in metrics]}")
+    assert any(c > 0 for c in clipped), "the old log-probs of the rollout batch must be kept: the ratio moves"
+
+
+def test_reward_mean_is_over_the_trained_rollouts_and_the_vote_mean_over_all(clipping_run):
+    _, events = clipping_run
+    for m in of_type(events, "metrics"):
+        rollouts = [r for g in of_type(events, "group") if g["step"] == m["step"] for r in g["rollouts"]]
+        trained = [r["reward"] for r in rollouts if r["used_for_training"]]
+        every = [r["reward"] for r in rollouts]
+        assert len(trained) == 2 * 4 and len(every) == 2 * 8
+        assert m["values"]["reward/mean"] == pytest.approx(np.mean(trained), abs=1e-5)
+        assert m["values"]["reward/std"] == pytest.approx(np.std(trained, ddof=1), abs=1e-5)
+        assert m["values"]["reward/vote_mean"] == pytest.approx(np.mean(every), abs=1e-5)
+        assert m["values"]["reward/vote_std"] == pytest.approx(np.std(every, ddof=1), abs=1e-5)
+        assert m["values"]["time/novelty"] >= 0.0
+    for g in of_type(events, "group"):
+        for r in g["rollouts"]:  # the untrained rollouts show their real novelty, voted and scored over all n_votes
+            if r["valid"]:
+                assert r["extra"]["novelty"] is not None and r["extra"]["novelty_raw"] is not None
 
 
 def test_print_the_run_times(capsys):

@@ -25,8 +25,8 @@ from .models import Run
 SECTIONS = (
     ("sampling", "Sampling", ("n_votes", "n_train", "prompts_per_step", "temperature", "top_p",
                               "max_completion_length", "generation_backend")),
-    ("optimisation", "Optimisation", ("learning_rate", "kl_coef", "epsilon", "epsilon_high", "entropy_coef",
-                                      "save_every")),
+    ("optimisation", "Optimisation", ("learning_rate", "prompts_per_update", "ppo_epochs", "kl_coef", "epsilon",
+                                      "epsilon_high", "entropy_coef", "save_every")),
     ("method", "Method", None),
     ("evaluation", "Evaluation", ("eval_every", "eval_samples", "eval_temperature")),
 )
