@@ -2,16 +2,15 @@
 
 The web form, the API (``GET /api/methods``) and ``rl.train``'s config check are all
 generated from ``METHODS``; defaults are the papers' (see DESIGN §5 for the shared
-names and /work/shared/papers for the sources cited in each help text).
+names and ../shared/papers for the sources cited in each help text).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
-_TRUE_WORDS = {"true", "1", "yes", "on"}
-_FALSE_WORDS = {"false", "0", "no", "off"}
+from rl.params import plain_number, to_bool, to_number
+
 _NULL_WORDS = {"", "null", "none"}
 
 
@@ -58,8 +57,8 @@ class Hyperparameter:
             return "true or false"
         if self.type == "choice":
             return "one of " + ", ".join(repr(c) for c in self.choices)
-        low = "-inf" if self.min is None else _format_number(self.min)
-        high = "inf" if self.max is None else _format_number(self.max)
+        low = "-inf" if self.min is None else plain_number(self.min)
+        high = "inf" if self.max is None else plain_number(self.max)
         kind = "an integer" if self.type == "int" else "a number"
         text = f"{kind} in [{low}, {high}]"
         return text + " or null" if self.nullable else text
@@ -76,13 +75,10 @@ class Hyperparameter:
 
     def _convert(self, value: object) -> object:
         if self.type == "bool":
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, int) and value in (0, 1):
-                return bool(value)
-            if isinstance(value, str) and value.strip().lower() in _TRUE_WORDS | _FALSE_WORDS:
-                return value.strip().lower() in _TRUE_WORDS
-            raise self._error(value)
+            converted = to_bool(value)
+            if converted is None:
+                raise self._error(value)
+            return converted
         if self.type == "choice":
             if value in self.choices:
                 return value
@@ -91,15 +87,13 @@ class Hyperparameter:
                     if str(choice) == value.strip():
                         return choice
             raise self._error(value)
-        if isinstance(value, bool) or value is None:  # True is an int in Python; refuse it
-            raise self._error(value)
         if self.type == "int":
-            number = _to_float(value)
+            number = to_number(value)
             if number is None or not number.is_integer():
                 raise self._error(value)
             return int(number)
         if self.type == "float":
-            number = _to_float(value)
+            number = to_number(value)
             if number is None:
                 raise self._error(value)
             return number
@@ -107,18 +101,6 @@ class Hyperparameter:
 
     def _error(self, value: object) -> HyperparameterError:
         return HyperparameterError(self.name, f"{self.name}={value!r} is invalid: expected {self.range_text()}")
-
-
-def _to_float(value: object) -> float | None:
-    try:
-        number = float(value.strip() if isinstance(value, str) else value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
-def _format_number(x: float) -> str:
-    return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else repr(float(x))
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,10 @@ from channels.security.websocket import AllowedHostsOriginValidator
 
 
 def _token_key(scope) -> str | None:
-    for name, value in scope.get("headers", []):
-        if name == b"authorization":
-            scheme, _, key = value.decode("latin-1").partition(" ")
-            if scheme.lower() == "token" and key.strip():
-                return key.strip()
-    return None
+    from webapp.accounts.models import ApiToken
+
+    header = dict(scope.get("headers", [])).get(b"authorization", b"")
+    return ApiToken.key_from_header(header.decode("latin-1"))
 
 
 @database_sync_to_async

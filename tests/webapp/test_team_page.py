@@ -70,7 +70,7 @@ def test_an_admin_adds_a_webhook_and_a_bad_url_is_named(team, django_user_model)
 
 
 def test_saving_rules_keeps_only_values_that_differ_from_the_defaults(team, django_user_model):
-    from rl.alert_rules import RULES, defaults
+    from rl.alert_rule_specs import RULES, defaults
 
     form = {"action": "save_rules"}
     for kind, values in defaults().items():

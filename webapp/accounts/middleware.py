@@ -13,10 +13,9 @@ class TokenAuthenticationMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        header = request.META.get("HTTP_AUTHORIZATION", "")
-        scheme, _, key = header.partition(" ")
-        if scheme.lower() == "token" and key.strip():
-            user = ApiToken.user_for_key(key.strip())
+        key = ApiToken.key_from_header(request.META.get("HTTP_AUTHORIZATION", ""))
+        if key is not None:
+            user = ApiToken.user_for_key(key)
             if user is not None:
                 request.user = SimpleLazyObject(lambda: user)
                 request._dont_enforce_csrf_checks = True

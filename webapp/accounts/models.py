@@ -24,6 +24,12 @@ class ApiToken(models.Model):
         cls.objects.create(user=user, digest=_digest(key))
         return key
 
+    @staticmethod
+    def key_from_header(header: str) -> str | None:
+        """The KEY of an `Authorization: Token KEY` header (HTTP or WebSocket), or None."""
+        scheme, _, key = (header or "").partition(" ")
+        return key.strip() if scheme.lower() == "token" and key.strip() else None
+
     @classmethod
     def user_for_key(cls, key: str):
         token = cls.objects.select_related("user").filter(digest=_digest(key), user__is_active=True).first()

@@ -8,8 +8,7 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from rl.alert_rules import RULES, AlertRuleError, resolve_thresholds, validate_overrides
-from webapp.alerts.api_views import webhook_url_problem
+from rl.alert_rule_specs import RULES, AlertRuleError, resolve_thresholds, validate_overrides
 from webapp.alerts.models import Alert, TeamAlertRules, Webhook, WebhookDelivery
 
 from .access import require_role, role_in, teams_of
@@ -119,7 +118,7 @@ def _team_action(request, team) -> str:
         return f"{membership.user.username}: {'removed' if action == 'remove_member' else membership.role}"
     if action == "add_webhook":
         url = request.POST.get("url", "").strip()
-        problem = webhook_url_problem(url)
+        problem = Webhook.url_problem(url)
         if problem:
             exc = ValueError(problem)
             exc.field = "url"

@@ -4,7 +4,7 @@ import json
 
 from django.http import JsonResponse
 
-from rl.alert_rules import RULES, AlertRuleError, defaults, resolve_thresholds, validate_overrides
+from rl.alert_rule_specs import RULES, AlertRuleError, defaults, resolve_thresholds, validate_overrides
 from webapp.accounts.access import require_role
 from webapp.accounts.models import Membership, Team
 from webapp.api import api_view, error, json_body
@@ -76,7 +76,7 @@ def acknowledge(request, alert):
 @api_view(["POST"])
 @_with_alert
 def resolve(request, alert):
-    return JsonResponse(engine.resolve(alert, request.user).to_json())
+    return JsonResponse(engine.resolve(alert).to_json())
 
 
 # --- teams ----------------------------------------------------------------------------------
@@ -120,7 +120,7 @@ def webhooks(request, team):
             url = str(json_body(request).get("url") or "").strip()
         except ValueError as exc:
             return error(str(exc))
-        problem = webhook_url_problem(url)
+        problem = Webhook.url_problem(url)
         if problem:
             return error(problem, field="url")
         hook = Webhook.objects.create(team=team, url=url, created_by=request.user)
@@ -137,21 +137,6 @@ def webhook_detail(request, team, hook_id):
     if not deleted:
         return error(f"no webhook with id {hook_id} in this team", 404)
     return JsonResponse({"deleted": hook_id})
-
-
-def webhook_url_problem(url: str) -> str | None:
-    from django.core.exceptions import ValidationError
-    from django.core.validators import URLValidator
-
-    if not url:
-        return "'url' is required: the address alerts are POSTed to"
-    try:
-        URLValidator(schemes=["http", "https"])(url)
-    except ValidationError:
-        return f"{url[:200]!r} is not an http(s) URL"
-    if len(url) > 500:
-        return "the URL is longer than 500 characters"
-    return None
 
 
 @api_view(["GET", "PUT"])

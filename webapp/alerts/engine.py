@@ -13,7 +13,8 @@ from django.db import IntegrityError, transaction
 from django.db.models import Max, Min, Q
 from django.utils import timezone
 
-from rl.alert_rules import RULES, History, evaluate_run_failed, evaluate_stalled, evaluate_step_rules, resolve_thresholds
+from rl.alert_rule_specs import RULES, resolve_thresholds
+from rl.alert_rules import History, evaluate_run_failed, evaluate_stalled, evaluate_step_rules
 from webapp.live import push_on_commit
 from webapp.tasks import DELIVER_WEBHOOK, SEND_ALERT_EMAIL, send_on_commit
 
@@ -21,7 +22,6 @@ from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
 
 log = logging.getLogger(__name__)
 
-SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 # How much history a rule sees: its start (the first steps) and its recent past. Rules
 # compare a smoothed recent value with the start, so the middle of a long run is not read.
 HEAD_STEPS, TAIL_STEPS = 20, 200
@@ -91,12 +91,13 @@ def run_failed(run) -> Alert | None:
 def check_stalled(now: float | None = None) -> int:
     """Open `stalled` alerts for running runs whose log has been silent too long; returns
     how many are stalled. Run periodically (workers.tasks.check_stalled_runs)."""
-    from webapp.runs.models import Run, RunEvent
+    from webapp.runs.models import Run
+    from webapp.runs.queries import run_last_event_time
 
     now = time.time() if now is None else now
     stalled = 0
     for run in Run.objects.filter(state=Run.RUNNING).select_related("team"):
-        last = RunEvent.objects.filter(run=run).aggregate(t=Max("time"))["t"]
+        last = run_last_event_time(run)
         if last is None:
             last = run.started_at.timestamp() if run.started_at else now
         finding = evaluate_stalled(max(0.0, now - last), run.last_step, thresholds_for(run))
@@ -136,7 +137,7 @@ def apply_finding(run, kind: str, finding, step: int | None) -> Alert | None:
                 _announce(alert)
                 _notify(alert, "opened")
                 return alert
-        escalated = SEVERITY_RANK[finding.severity] > SEVERITY_RANK[alert.severity]
+        escalated = Alert.SEVERITY_RANK[finding.severity] > Alert.SEVERITY_RANK[alert.severity]
         alert.severity = finding.severity
         alert.message = finding.message
         alert.values = _json_values(finding.values)
@@ -178,7 +179,7 @@ def acknowledge(alert: Alert, user) -> Alert:
     return alert
 
 
-def resolve(alert: Alert, user) -> Alert:
+def resolve(alert: Alert) -> Alert:
     """Resolved by hand (e.g. the run was fixed by a clone); a recurrence opens a new alert."""
     return _resolve_active(alert.run, alert.rule, None) or alert
 

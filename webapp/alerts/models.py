@@ -22,6 +22,7 @@ class Alert(models.Model):
     STATES = [(s, s) for s in (OPEN, ACKNOWLEDGED, RESOLVED)]
     ACTIVE = (OPEN, ACKNOWLEDGED)
     SEVERITIES = [(s, s) for s in ("info", "warning", "critical")]
+    SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}  # worst first when sorted descending
 
     team = models.ForeignKey("accounts.Team", on_delete=models.CASCADE, related_name="alerts")
     run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="alerts")
@@ -96,6 +97,22 @@ class Webhook(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+
+    @staticmethod
+    def url_problem(url: str) -> str | None:
+        """Why `url` cannot be a webhook (the message names it), or None."""
+        from django.core.exceptions import ValidationError
+        from django.core.validators import URLValidator
+
+        if not url:
+            return "'url' is required: the address alerts are POSTed to"
+        if len(url) > 500:
+            return "the URL is longer than 500 characters"
+        try:
+            URLValidator(schemes=["http", "https"])(url)
+        except ValidationError:
+            return f"{url[:200]!r} is not an http(s) URL"
+        return None
 
     def to_json(self):
         return {"id": self.pk, "team": self.team_id, "url": self.url, "active": self.active,

@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import transaction
 
-from rl.alert_rules import AlertRuleError, validate_overrides
+from rl.alert_rule_specs import AlertRuleError, validate_overrides
 from rl.methods import HyperparameterError, get_method, validate_hyperparameters
 from webapp.accounts.access import require_role
 from webapp.accounts.models import Membership

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
-from rl.alert_rules import RULE_KINDS, RULES, AlertRuleError, resolve_thresholds
+from rl.alert_rule_specs import RULE_KINDS, RULES, AlertRuleError, resolve_thresholds
 from rl.methods import METHODS
 from webapp.accounts.access import require_role, role_in, teams_of
 from webapp.accounts.models import Membership

@@ -23,7 +23,6 @@ HEALTH_COLUMNS = (
     ("response_length/mean", "Length", 0),
     ("majority_ratio", "Majority", 2),
 )
-SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}
 ALL_TEAMS = "all"
 FILTER_NAMES = ("team", "method", "state", "prompt_set", "created_by", "tag")
 
@@ -106,7 +105,7 @@ def _attach_alerts(runs: list) -> None:
         run.active_alerts = alerts
         run.active_alerts_json = json.dumps({str(k): v for k, v in alerts.items()})
         run.alert_count = len(alerts)
-        run.worst_severity = max(alerts.values(), key=SEVERITY_RANK.__getitem__) if alerts else ""
+        run.worst_severity = max(alerts.values(), key=Alert.SEVERITY_RANK.__getitem__) if alerts else ""
 
 
 def _attach_rows(runs: list) -> None:

@@ -1,0 +1,384 @@
+"""The collapse-alert rules as data (DESIGN §4.5): their kinds, parameters, defaults and
+documentation, and the checking and layering of thresholds (defaults, then a team's
+overrides, then a run's). What each rule judges is in rl/alert_rules.py.
+
+Figures in the EVOL-RL paper text are images, so exact thresholds are our choice; each
+rule's description says which observation it rests on and what its defaults mean.
+
+Pure Python: no Django, no numpy, so the web process can import it cheaply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rl.params import plain_number, to_bool, to_number
+
+RULE_KINDS = (
+    "entropy_collapse",
+    "diversity_collapse",
+    "majority_lock_in",
+    "pass_at_k_divergence",
+    "length_collapse",
+    "invalid_answers",
+    "zero_variance_groups",
+    "stalled",
+    "run_failed",
+)
+SEVERITIES = ("info", "warning", "critical")
+STEP_RULE_KINDS = RULE_KINDS[:7]  # judged from the metric history; stalled and run_failed are not
+
+FIELD_PREFIX = "alert_rules"
+
+
+class AlertRuleError(ValueError):
+    """A rejected alert-rule override.
+
+    ``field`` names what was wrong, e.g. ``"alert_rules.entropy_collapse.fraction"``
+    (``"alert_rules.<kind>"`` for an unknown kind, ``"alert_rules"`` for non-dict input);
+    the API returns it as ``{"error": str(exc), "field": exc.field}``.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    type: str  # 'int' | 'float' | 'bool' | 'choice'
+    default: object
+    help: str
+    min: float | None = None
+    max: float | None = None
+    choices: tuple = ()
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "default": self.default,
+            "help": self.help,
+            "min": self.min,
+            "max": self.max,
+            "choices": list(self.choices),
+        }
+
+    def range_text(self) -> str:
+        if self.type == "bool":
+            return "true or false"
+        if self.type == "choice":
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        kind = "an integer" if self.type == "int" else "a number"
+        low = "-inf" if self.min is None else plain_number(self.min)
+        high = "inf" if self.max is None else plain_number(self.max)
+        return f"{kind} in [{low}, {high}]"
+
+    def coerce(self, value: object, field_name: str) -> object:
+        """``value`` converted to this parameter's type and checked against its range."""
+        converted = self._convert(value)
+        if converted is None:
+            raise self._error(value, field_name)
+        if self.type in ("int", "float"):
+            if (self.min is not None and converted < self.min) or (self.max is not None and converted > self.max):
+                raise self._error(value, field_name)
+        return converted
+
+    def _convert(self, value: object) -> object:
+        if self.type == "bool":
+            return to_bool(value)
+        if self.type == "choice":
+            text = value.strip() if isinstance(value, str) else value
+            return text if text in self.choices else None
+        number = to_number(value)
+        if self.type == "int":
+            return int(number) if number is not None and number.is_integer() else None
+        return number
+
+    def _error(self, value: object, field_name: str) -> AlertRuleError:
+        return AlertRuleError(field_name, f"{field_name}={value!r} is invalid: expected {self.range_text()}")
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    kind: str
+    title: str
+    description: str  # one paragraph for docs and the rules page: the paper evidence and what the defaults mean
+    metrics: tuple[str, ...]  # metric names the rule reads (the run page marks alerts on these charts)
+    params: tuple[Param, ...]  # always starts with `enabled` and `severity`
+
+    def to_json(self) -> dict:
+        return {
+            "kind": self.kind,
+            "title": self.title,
+            "description": self.description,
+            "metrics": list(self.metrics),
+            "params": [p.to_json() for p in self.params],
+        }
+
+    def param(self, name: str) -> Param | None:
+        return next((p for p in self.params if p.name == name), None)
+
+
+def _common(severity: str) -> tuple[Param, Param]:
+    return (
+        Param("enabled", "bool", True, "Evaluate this rule at all."),
+        Param("severity", "choice", severity, "Severity of the alert this rule opens.", choices=SEVERITIES),
+    )
+
+
+def _window(default: int = 3) -> Param:
+    return Param(
+        "window", "int", default,
+        "Smoothing: the rule reads the median of the last this many steps, so one noisy step neither "
+        "opens nor resolves an alert; start values are the median of the first this many logged values.",
+        1, 100,
+    )
+
+
+def _ratio(name: str, default: float, help_text: str) -> Param:
+    return Param(name, "float", default, help_text, 0.0, 1.0)
+
+
+RULES: dict[str, RuleSpec] = {
+    spec.kind: spec
+    for spec in (
+        RuleSpec(
+            kind="entropy_collapse",
+            title="Entropy collapse",
+            description=(
+                "Policy entropy fell far below where the run started. EVOL-RL (Figures 1 and 3) shows it as the "
+                "first symptom of majority-only training: TTRL's entropy drops sharply in the first steps and "
+                "stays near zero for the rest of the run, while EVOL-RL's dips too but recovers after its "
+                "\"evolving point\" (so an alert opened in that dip resolves). Defaults: the median entropy of the "
+                "last 3 steps below 20% of its start (the median of the first 3 logged steps) opens a warning; "
+                "below 5% it becomes critical. Needs at least 2 × window logged steps."
+            ),
+            metrics=("entropy",),
+            params=_common("warning") + (
+                _window(),
+                # EVOL-RL Fig. 3: TTRL's entropy ends near zero; a fall to a fifth of the start is far past noise
+                _ratio("fraction", 0.2, "Open when smoothed entropy < fraction × its start value."),
+                # EVOL-RL Fig. 1/3: "collapses entropy": at 5% of the start, sampling is nearly deterministic
+                _ratio("critical_fraction", 0.05, "Escalate to critical below this fraction of the start (0 never)."),
+            ),
+        ),
+        RuleSpec(
+            kind="diversity_collapse",
+            title="Diversity collapse",
+            description=(
+                "Rollouts for the same prompt became near duplicates: similarity/mean up, unique answers down. "
+                "EVOL-RL (Figure 1, \"sustains reasoning diversity\"; the similarity-matrix case study, Figure 8 "
+                "of the conference version) rewards novelty precisely because majority-only training homogenises "
+                "reasoning traces. Opens when either signal holds: the smoothed similarity/mean is at least 0.9 "
+                "and at least 0.1 above its start (cosine similarity of unrelated solutions to one problem is "
+                "already high, so the rise matters as much as the level), or unique answers per prompt fell to "
+                "40% of their start or less (e.g. 5 distinct answers down to 2). Either signal alone can judge "
+                "the run; each needs 2 × window logged steps."
+            ),
+            metrics=("similarity/mean", "unique_answers"),
+            params=_common("warning") + (
+                _window(),
+                # EVOL-RL conf. Fig. 8: majority reasoning paths are similar but not identical; ≥ 0.9 is near-duplicate
+                _ratio("similarity_level", 0.9, "Similarity branch: smoothed similarity/mean at least this ..."),
+                # EVOL-RL Fig. 1: the drift is what matters; +0.1 above the start is well beyond step noise
+                _ratio("similarity_rise", 0.1, "... and at least this much above its start value."),
+                # EVOL-RL Fig. 1 "drives pass@n down": fewer distinct answers means fewer chances per prompt
+                _ratio("unique_fraction", 0.4, "Answer branch: smoothed unique_answers ≤ this fraction of its start."),
+            ),
+        ),
+        RuleSpec(
+            kind="majority_lock_in",
+            title="Majority lock-in",
+            description=(
+                "Almost every rollout agrees with its prompt's majority answer, so the majority-vote reward is "
+                "nearly constant and the pseudo-label can no longer improve. EVOL-RL (Figure 5) shows TTRL's "
+                "maj@16 reaching a plateau early and staying there (\"locked in, unable to discover better "
+                "solutions\"). Default: the median majority_ratio of the last 3 steps at or above 0.95, i.e. "
+                "about 61 of 64 votes on the majority answer. Needs at least window logged steps."
+            ),
+            metrics=("majority_ratio",),
+            params=_common("warning") + (
+                _window(),
+                # EVOL-RL Fig. 5: TTRL's consensus plateaus; at 95% agreement a 64-vote group has ≤ 3 dissenters
+                _ratio("consensus", 0.95, "Open when smoothed majority_ratio ≥ this."),
+            ),
+        ),
+        RuleSpec(
+            kind="pass_at_k_divergence",
+            title="pass@k divergence",
+            description=(
+                "pass@k falls while pass@1 holds or rises: the signature of majority-only collapse in EVOL-RL "
+                "(Figure 1: \"pass@1 may rise but pass@n drops\"; Table 1: TTRL trained on MATH-500 raises "
+                "Qwen3-4B's MATH pass@1 from 67.4 to 79.3 while its pass@16 falls from 89.6 to 83.2, and "
+                "AIME24 pass@16 falls from 32.4 to 23.2 when trained on AIME24 itself). Uses eval/pass@1 with "
+                "the largest logged eval/pass@K when there are enough evaluations, otherwise the training "
+                "pass@1 and pass@16; absent for prompts without held-out labels. Defaults: each point is the "
+                "median of 3 logged points; the latest is compared with pass@k's best point at least 3 logged "
+                "points earlier, and the alert opens when pass@k is at least 0.05 below it (5 points, smaller "
+                "than the 6 to 16 point losses of Table 1) while pass@1 is no lower than it was then. It stays "
+                "open while pass@k stays down, as TTRL's does."
+            ),
+            metrics=("pass@1", "pass@16", "eval/pass@1", "eval/pass@16"),
+            params=_common("warning") + (
+                Param(
+                    "window", "int", 3,
+                    "Smoothing: each side of the comparison is the median of this many logged points.", 1, 100,
+                ),
+                # EVOL-RL Fig. 1: the divergence builds over many steps; compare with points well before the latest
+                Param(
+                    "lookback", "int", 3,
+                    "Compare the latest smoothed point with pass@k's best smoothed point at least this many logged "
+                    "points earlier.", 1, 1000,
+                ),
+                # EVOL-RL Table 1: TTRL's pass@16 losses are 6 to 16 points; 5 points is below all of them
+                _ratio("min_drop", 0.05, "Open when pass@k fell by at least this (absolute) and pass@1 did not fall."),
+            ),
+        ),
+        RuleSpec(
+            kind="length_collapse",
+            title="Length collapse",
+            description=(
+                "Responses shrank to a fraction of their start, or are pinned at max_completion_length. "
+                "EVOL-RL (Figures 1 and 3) shows majority-only training \"shortens reasoning\": TTRL's mean "
+                "length falls in the first steps and never recovers, while EVOL-RL's grows again. Defaults: "
+                "the median response_length/mean of the last 3 steps below half its start opens a warning; so "
+                "does a median truncated_ratio of 0.5 or more (half the rollouts cut off, usually without a "
+                "boxed answer), or, when truncated_ratio is not logged, a mean length at 95% of "
+                "max_completion_length or more. The message says which."
+            ),
+            metrics=("response_length/mean", "truncated_ratio"),
+            params=_common("warning") + (
+                _window(),
+                # EVOL-RL Fig. 1/3: TTRL "shortens reasoning"; halving the length is far beyond step noise
+                _ratio("fraction", 0.5, "Open when smoothed mean length < fraction × its start value."),
+                # truncated rollouts carry no boxed answer, so at half truncated the vote runs on a minority
+                _ratio("pinned_ratio", 0.5, "Open when smoothed truncated_ratio ≥ this (pinned at the limit)."),
+            ),
+        ),
+        RuleSpec(
+            kind="invalid_answers",
+            title="Invalid answers",
+            description=(
+                "Many rollouts have no valid boxed answer. EVOL-RL scores such a response −1 (its validity "
+                "check, §2) and leaves it out of the vote and the similarity matrix, so when invalid answers "
+                "dominate the pseudo-label is voted by a minority of the samples and the reward mostly teaches "
+                "format. Default: the median invalid_ratio of the last 3 steps at 0.5 or more. Often a symptom "
+                "of truncation (see length_collapse) or of a prompt without a \\boxed{} instruction."
+            ),
+            metrics=("invalid_ratio",),
+            params=_common("warning") + (
+                _window(),
+                # EVOL-RL §2 validity: invalid answers get −1; at half invalid the majority is voted by a minority
+                _ratio("max_ratio", 0.5, "Open when smoothed invalid_ratio ≥ this."),
+            ),
+        ),
+        RuleSpec(
+            kind="zero_variance_groups",
+            title="Zero-variance groups",
+            description=(
+                "Most prompts gave every trained rollout the same reward, so GRPO's group-normalised advantage "
+                "is zero and those prompts teach nothing. Under majority-only rewards this is what lock-in looks "
+                "like from the optimiser's side (EVOL-RL Figures 3 and 5: TTRL stops improving once consensus "
+                "sets in); R-Zero keeps only questions with 3 to 7 of 10 answers on the majority for the same "
+                "reason. EVOL-RL's novelty term keeps rewards varied inside a unanimous group, so it rarely "
+                "trips this rule. Default: the median zero_variance_groups of the last 3 steps at 0.8 or more "
+                "(four prompts in five carry no gradient)."
+            ),
+            metrics=("zero_variance_groups",),
+            params=_common("warning") + (
+                _window(),
+                # R-Zero's 3..7-of-10 filter drops unanimous groups; at 80% unanimous, 4 in 5 prompts are wasted
+                _ratio("max_ratio", 0.8, "Open when smoothed zero_variance_groups ≥ this."),
+            ),
+        ),
+        RuleSpec(
+            kind="stalled",
+            title="Stalled run",
+            description=(
+                "A running run wrote no event for a while. The trainer flushes its event log at least once per "
+                "step (DESIGN §4.2), so silence means a hung generation, a collective deadlock or a child killed "
+                "without a status event. Default: 15 minutes, longer than a normal step of the default setups; "
+                "raise it for very long steps (e.g. 64 votes × 12k tokens on a large policy)."
+            ),
+            metrics=(),
+            params=_common("warning") + (
+                # DESIGN §4.2: events at least once per step; 15 minutes exceeds a normal step of the defaults
+                Param("minutes", "float", 15.0, "Open after this many minutes without an event while running.", 1.0, 10080.0),
+            ),
+        ),
+        RuleSpec(
+            kind="run_failed",
+            title="Run failed",
+            description=(
+                "The trainer exited with a failed status (a crash, an out-of-memory kill, a rejected config). "
+                "Always raised, critical by default, with the failure message; disable it to silence it."
+            ),
+            metrics=(),
+            params=_common("critical"),
+        ),
+    )
+}
+
+
+def defaults() -> dict[str, dict]:
+    """Every rule's default thresholds: ``{kind: {"enabled": True, "severity": ..., **params}}``."""
+    return {kind: {p.name: p.default for p in RULES[kind].params} for kind in RULE_KINDS}
+
+
+def validate_overrides(overrides: object) -> dict:
+    """A partial ``{kind: {param: value}}`` with values coerced ("0.3" → 0.3, "true" → True).
+
+    Raises AlertRuleError naming the field and the allowed values for non-dict input, an
+    unknown kind or parameter, a wrong type or an out-of-range value. None means no overrides.
+    """
+    if overrides is None:
+        return {}
+    if not isinstance(overrides, dict):
+        raise AlertRuleError(FIELD_PREFIX, f"{FIELD_PREFIX} must be an object {{rule kind: {{parameter: value}}}}")
+    result = {}
+    for kind, params in overrides.items():
+        field_name = f"{FIELD_PREFIX}.{kind}"
+        if kind not in RULES:
+            raise AlertRuleError(field_name, f"unknown alert rule {kind!r}: expected one of {', '.join(RULE_KINDS)}")
+        if not isinstance(params, dict):
+            raise AlertRuleError(field_name, f"{field_name} must be an object {{parameter: value}}")
+        result[kind] = _validate_rule_params(RULES[kind], params)
+    return result
+
+
+def _validate_rule_params(spec: RuleSpec, params: dict) -> dict:
+    coerced = {}
+    for name, value in params.items():
+        field_name = f"{FIELD_PREFIX}.{spec.kind}.{name}"
+        param = spec.param(name) if isinstance(name, str) else None
+        if param is None:
+            known = ", ".join(p.name for p in spec.params)
+            raise AlertRuleError(field_name, f"unknown parameter {name!r} for alert rule {spec.kind}: expected one of {known}")
+        coerced[name] = param.coerce(value, field_name)
+    return coerced
+
+
+def resolve_thresholds(*layers: dict | None) -> dict[str, dict]:
+    """Defaults, then each layer on top in order (team overrides, then run overrides).
+
+    Layers are validated again here, so a stale stored override fails loudly instead of
+    reaching a rule as a string.
+    """
+    resolved = defaults()
+    for layer in layers:
+        for kind, params in validate_overrides(layer).items():
+            resolved[kind].update(params)
+    return resolved
+
+
+def rule_thresholds(thresholds: dict | None, kind: str) -> dict:
+    """One rule's thresholds, defaults filled for anything the caller left out."""
+    merged = {p.name: p.default for p in RULES[kind].params}
+    merged.update((thresholds or {}).get(kind) or {})
+    return merged
