@@ -1,14 +1,27 @@
 """Synthetic arithmetic word problems for the small default policy.
 
-Each problem is a short story with one or two operations (+, -, small *). Its
-completion shows the working and ends in `\\boxed{N}`, the format every answer
-extractor in `rl.answers` understands. The generator is a pure function of its
-seed, so the default policy, its held-out set and the tests are reproducible.
+Each problem is a short story with one or two operations (+, -, small *). It comes
+with one completion per answer format the default policy is trained on
+(`ANSWER_FORMATS`), both showing the same working:
+
+- `completion`, the answer to the step-by-step system prompt (SimpleRL-Zoo / EVOL-RL /
+  R-Zero's solver, `rl.prompts.STEP_BY_STEP_SYSTEM_PROMPT`) and to no system prompt:
+  `" 37 + 31 = 68. The answer is \\boxed{68}."`;
+- `think_completion`, the answer to DARL's system prompt (`rl.prompts.THINK_ANSWER_SYSTEM_PROMPT`):
+  `" <think> 37 + 31 = 68. </think> <answer>68</answer>"`.
+
+The policy sees a problem as `rl.prompts.format_prompt(tokenizer, prompt, system)`. The
+generator is a pure function of its seed, so the default policy, its held-out set and
+the tests are reproducible.
 """
 
 from __future__ import annotations
 
 import random
+from typing import Callable, NamedTuple
+
+from rl.answers import extract_boxed
+from rl.prompts import STEP_BY_STEP_SYSTEM_PROMPT, THINK_ANSWER_SYSTEM_PROMPT, extract_think_answer
 
 NAMES = ["Sam", "Ana", "Ben", "Mia", "Leo", "Zoe", "Tom", "Ivy", "Max", "Eva", "Kai", "Lily"]
 FRIENDS = ["a friend", "a neighbour", "the teacher", "a cousin", "a classmate"]
@@ -58,12 +71,30 @@ def make_problem(rng: random.Random) -> dict:
     prompt = template.format(name=rng.choice(NAMES), friend=rng.choice(FRIENDS),
                              obj=rng.choice(OBJECTS), a=a, b=b, c=c)
     working, answer = _working(op, a, b, c)
-    completion = f" {working} The answer is \\boxed{{{answer}}}."
-    return {"prompt": prompt, "completion": completion, "answer": str(answer)}
+    return {"prompt": prompt, "completion": f" {working} The answer is \\boxed{{{answer}}}.",
+            "think_completion": f" <think> {working} </think> <answer>{answer}</answer>", "answer": str(answer)}
+
+
+class AnswerFormat(NamedTuple):
+    """One way the default policy is asked and answers: the system prompt, the completion key, the extractor."""
+    system: str | None
+    completion_key: str
+    extract: Callable[[str | None], str | None]
+
+
+# The formats the default policy is trained on, with their share of the training problems. The two papers'
+# system prompts are the point; "plain" (the user turn alone) answers as step-by-step does, so a prompt formatted
+# without a system prompt still gets a boxed answer.
+ANSWER_FORMATS = {
+    "step_by_step": AnswerFormat(STEP_BY_STEP_SYSTEM_PROMPT, "completion", extract_boxed),
+    "think_answer": AnswerFormat(THINK_ANSWER_SYSTEM_PROMPT, "think_completion", extract_think_answer),
+    "plain": AnswerFormat(None, "completion", extract_boxed),
+}
+FORMAT_SHARES = {"step_by_step": 0.4, "think_answer": 0.4, "plain": 0.2}
 
 
 def synthetic_problems(n: int, seed: int = 0, exclude: set[str] | None = None) -> list[dict]:
-    """`n` distinct problems `{id, prompt, answer, completion}`, deterministic in `seed`.
+    """`n` distinct problems `{id, prompt, answer, completion, think_completion}`, deterministic in `seed`.
 
     `exclude` holds prompts that must not appear (the held-out set, when drawing
     training data).
@@ -83,7 +114,8 @@ def synthetic_problems(n: int, seed: int = 0, exclude: set[str] | None = None) -
 # The R-Zero challenger's task (paper App. B.2, shortened for a 1M-parameter model): asked to
 # set a problem, the policy writes a new one between <question> tags, which is the format check
 # of the challenger reward. Without it the default policy would fail that check on every sample
-# and an R-Zero run on it would have no signal.
+# and an R-Zero run on it would have no signal. It is the user turn, with no system prompt:
+# the policy is trained on `rl.prompts.format_prompt(tokenizer, CHALLENGER_PROMPT, None)`.
 CHALLENGER_PROMPT = ("You are a problem setter. Write one new arithmetic word problem. "
                      "Output it as <question> problem </question>.")
 

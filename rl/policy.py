@@ -1,8 +1,14 @@
 """Where the small default policy lives, and how a config's "model" becomes a path.
 
-`"model": "default"` (DESIGN section 4.1) is the character-level Llama trained by
-scripts/train_default_policy.py on synthetic arithmetic; anything else is a
-local Hugging Face model directory. Nothing here downloads from a hub.
+`"model": "default"` (DESIGN section 4.1) is the tiny Llama (byte-level BPE, one token
+per digit) trained by scripts/train_default_policy.py on synthetic arithmetic. Its
+tokenizer has a small chat template (`<s><|system|>...\\n<|user|>...\\n<|assistant|>`)
+and it is trained on prompts formatted by `rl.prompts.format_prompt`: under the
+step-by-step system prompt (and under none) it answers `... \\boxed{N}.`, under DARL's
+`<think> ... </think> <answer>N</answer>`, and given the user turn
+`rl.arithmetic.CHALLENGER_PROMPT` it writes `<question> ... </question>`; its held-out
+figures per format are in rl/assets/default_policy/evaluation.json. Anything else is
+a local Hugging Face model directory. Nothing here downloads from a hub.
 """
 
 from __future__ import annotations

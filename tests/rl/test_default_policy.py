@@ -1,5 +1,6 @@
-"""The small default policy in rl/assets/: loads offline, answers in \\boxed{}, and is
-right often enough, but not too often, for majority voting to carry signal."""
+"""The small default policy in rl/assets/: loads offline, has a chat template, answers in \\boxed{}
+under the step-by-step system prompt and in <think>/<answer> under DARL's, and is right often
+enough, but not too often, under both, for majority voting to carry signal."""
 
 import json
 import re
@@ -8,9 +9,14 @@ import pytest
 import torch
 
 from rl.answers import extract_boxed
-from rl.arithmetic import synthetic_problems
+from rl.arithmetic import ANSWER_FORMATS, CHALLENGER_PROMPT, synthetic_problems
 from rl.policy import (DEFAULT_POLICY_DIR, SAMPLE_PATH, ModelPathError, heldout_problems, load_policy,
                        resolve_model_path)
+from rl.prompts import (STEP_BY_STEP_SYSTEM_PROMPT, THINK_ANSWER_SYSTEM_PROMPT, encode_prompt, extract_think_answer,
+                        format_prompt)
+from rl.rewards.rzero import extract_question
+
+PAPER_FORMATS = ["step_by_step", "think_answer"]
 
 
 @pytest.fixture(scope="module")
@@ -19,39 +25,77 @@ def policy():
     return load_policy("default")
 
 
-def sample(model, tokenizer, prompts, n, temperature):
+def sample(model, tokenizer, prompts, n, temperature, max_new_tokens=64):
+    """`n` completions per prompt text, tokenized as TRL does (special tokens on), left-padded."""
     batch = tokenizer([p for p in prompts for _ in range(n)], return_tensors="pt", padding=True)
     kwargs = {"do_sample": True, "temperature": temperature, "top_k": 0} if temperature else {"do_sample": False}
     with torch.no_grad():
-        out = model.generate(**batch, max_new_tokens=64, pad_token_id=tokenizer.pad_token_id, **kwargs)
+        out = model.generate(**batch, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id, **kwargs)
     return tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
 
 
-def test_the_default_policy_loads_offline_and_answers_in_a_box(policy):
+def test_the_default_policy_has_a_chat_template_that_opens_the_assistant_turn(policy):
+    _, tokenizer = policy
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    assert tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) == \
+        "<s><|system|>S\n<|user|>U\n<|assistant|>"
+    assert tokenizer.apply_chat_template(messages + [{"role": "assistant", "content": " A"}], tokenize=False) == \
+        "<s><|system|>S\n<|user|>U\n<|assistant|> A</s>"
+    # the system prompts were in the BPE's corpus (as the template writes them, newline included): each adds a
+    # token or two to a formatted prompt, which stays as short as the bare problem
+    problem = heldout_problems(1)[0]["prompt"]
+    bare = len(encode_prompt(tokenizer, format_prompt(tokenizer, problem, None)))
+    for system in (STEP_BY_STEP_SYSTEM_PROMPT, THINK_ANSWER_SYSTEM_PROMPT):
+        assert len(encode_prompt(tokenizer, format_prompt(tokenizer, problem, system))) <= bare + 3
+
+
+@pytest.mark.parametrize("fmt", PAPER_FORMATS + ["plain"])
+def test_the_default_policy_loads_offline_and_answers_in_the_format_of_the_system_prompt(policy, fmt):
     model, tokenizer = policy
-    (text,) = sample(model, tokenizer, ["Sam has 23 apples and buys 45 more. How many apples does Sam have now?"],
-                     1, temperature=None)
-    answer = extract_boxed(text)
+    answer_format = ANSWER_FORMATS[fmt]
+    prompt = format_prompt(tokenizer, "Sam has 23 apples and buys 45 more. How many apples does Sam have now?",
+                           answer_format.system)
+    (text,) = sample(model, tokenizer, [prompt], 1, temperature=None)
+    answer = answer_format.extract(text)
     assert answer is not None and answer.isdigit(), text
+    if fmt == "think_answer":
+        assert re.fullmatch(r" <think> .+ </think> <answer>\d+</answer>", text), text
+        assert extract_boxed(text) is None
+    else:
+        assert "<answer>" not in text and text.endswith("The answer is \\boxed{" + answer + "}."), text
 
 
-def test_its_recorded_pass_at_1_leaves_room_for_majority_voting():
+def test_its_recorded_pass_at_1_leaves_room_for_majority_voting_under_both_system_prompts():
     evaluation = json.loads((DEFAULT_POLICY_DIR / "evaluation.json").read_text())
-    assert 0.2 <= evaluation["pass@1_temperature_1.0"] <= 0.8
+    for fmt in PAPER_FORMATS:
+        assert 0.2 <= evaluation["pass@1_temperature_1.0"][fmt] <= 0.8, fmt
+        assert evaluation["formats"][fmt]["system_prompt"] == ANSWER_FORMATS[fmt].system
     assert evaluation["problems"] >= 200 and evaluation["samples_per_problem"] >= 4
 
 
-def test_a_quick_remeasure_agrees_with_the_recorded_pass_at_1(policy):
+@pytest.mark.parametrize("fmt", PAPER_FORMATS)
+def test_a_quick_remeasure_agrees_with_the_recorded_pass_at_1(policy, fmt):
     model, tokenizer = policy
+    answer_format = ANSWER_FORMATS[fmt]
     torch.manual_seed(1)
     problems = heldout_problems(32)
-    texts = sample(model, tokenizer, [p["prompt"] for p in problems], 4, temperature=1.0)
-    correct = [extract_boxed(t) == p["answer"] for t, p in zip(texts, [p for p in problems for _ in range(4)])]
+    prompts = [format_prompt(tokenizer, p["prompt"], answer_format.system) for p in problems]
+    texts = sample(model, tokenizer, prompts, 4, temperature=1.0)
+    answers = [answer_format.extract(t) for t in texts]
+    correct = [a == p["answer"] for a, p in zip(answers, [p for p in problems for _ in range(4)])]
     measured = sum(correct) / len(correct)
-    recorded = json.loads((DEFAULT_POLICY_DIR / "evaluation.json").read_text())["pass@1_temperature_1.0"]
-    assert 0.1 <= measured <= 0.9
-    assert abs(measured - recorded) < 0.25, (measured, recorded)
-    assert sum(extract_boxed(t) is not None for t in texts) / len(texts) > 0.9  # it keeps the answer format
+    recorded = json.loads((DEFAULT_POLICY_DIR / "evaluation.json").read_text())["pass@1_temperature_1.0"][fmt]
+    assert 0.2 <= measured <= 0.8, measured
+    assert abs(measured - recorded) < 0.2, (measured, recorded)
+    assert sum(a is not None for a in answers) / len(answers) > 0.9  # it keeps the format's answer
+
+
+def test_asked_to_set_a_problem_it_writes_one_between_question_tags(policy):
+    model, tokenizer = policy
+    torch.manual_seed(2)
+    texts = sample(model, tokenizer, [format_prompt(tokenizer, CHALLENGER_PROMPT, None)], 16, temperature=1.0,
+                   max_new_tokens=96)
+    assert sum(extract_question(t) is not None for t in texts) >= 12, texts
 
 
 def test_the_assets_are_small_safetensors():
@@ -79,6 +123,9 @@ def test_synthetic_problems_are_deterministic_distinct_and_correct():
         for a, op, b, result in equations:  # every shown step of the working is right
             assert eval(f"{a} {op} {b}") == int(result)
         assert extract_boxed(p["completion"]) == p["answer"] == equations[-1][3]
+        assert extract_think_answer(p["think_completion"]) == p["answer"]
+        assert p["think_completion"] == f" <think> {p['completion'].split(' The answer')[0].strip()} </think> " \
+                                       f"<answer>{p['answer']}</answer>"
 
 
 def test_the_demo_sample_is_the_first_64_held_out_problems():
