@@ -22,6 +22,7 @@ from transformers import TrainerCallback
 
 from rl.answers import answers_equal, extract_boxed, majority_vote
 from rl.events import EventWriter
+from rl.methods import metric_prefixes
 from rl.metrics import maj_at_k, majority_ratio, pass_at_k, unique_answers
 from rl.trainer import updates_per_step
 
@@ -57,12 +58,10 @@ def evolab_metrics(logs: dict) -> dict[str, float]:
     """The DESIGN section 5 subset of one TRL log record, renamed."""
     values = {new: logs[old] for old, new in TRL_METRIC_NAMES.items() if logs.get(old) is not None}
     values.update({name: logs[name] for name in EVOLAB_METRIC_NAMES if logs.get(name) is not None})
-    values.update({name: v for name, v in logs.items() if "/" in name and name.split("/")[0] in _METHOD_PREFIXES
+    prefixes = metric_prefixes()
+    values.update({name: v for name, v in logs.items() if "/" in name and name.split("/")[0] in prefixes
                    and v is not None})
     return values
-
-
-_METHOD_PREFIXES = ("evol_rl", "compass", "rzero", "darl", "rlpr", "ttrl")
 
 
 class EventLogCallback(TrainerCallback):
@@ -150,11 +149,18 @@ class GracefulStop(TrainerCallback):
 
 
 class PeriodicEval(TrainerCallback):
-    """`eval` events: eval_samples completions per held-out prompt at eval_temperature."""
+    """`eval` events: eval_samples completions per held-out prompt at eval_temperature and eval_top_p.
+
+    pass@1 and pass@16 are the unbiased estimates from all eval_samples completions (EVOL-RL Table 1: pass@16
+    from 32), maj@16 the vote of the first 16; pass@n and maj@n use all n when n is not 16. Answers are read
+    with the method's own rule.
+    """
 
     def __init__(self, events: EventWriter, prompts: list[dict], prompt_set: str, every: int, samples: int,
-                 temperature: float, top_p: float, max_new_tokens: int, at_start: bool = True, batch_size: int = 64):
+                 temperature: float, top_p: float, max_new_tokens: int, at_start: bool = True, batch_size: int = 64,
+                 answer_rule=extract_boxed):
         self.events = events
+        self.answer_rule = answer_rule
         self.prompts = prompts
         self.prompt_set = prompt_set
         self.every = every
@@ -194,7 +200,7 @@ class PeriodicEval(TrainerCallback):
         lengths = []
         for i, row in enumerate(self.prompts):
             group = texts[i * k:(i + 1) * k]
-            answers = [extract_boxed(t) for t in group]
+            answers = [self.answer_rule(t) for t in group]
             lengths += [len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in group]
             majority = majority_vote(answers)
             values = {"majority_ratio": majority_ratio(answers, majority), "unique_answers": unique_answers(answers)}
@@ -202,8 +208,9 @@ class PeriodicEval(TrainerCallback):
             if label is not None:
                 correct = sum(answers_equal(a, label) for a in answers)
                 values["pass@1"] = pass_at_k(k, correct, 1)  # Codex Eq. (1) with k = 1: mean accuracy
-                values[f"pass@{k}"] = pass_at_k(k, correct, k)
-                values[f"maj@{k}"] = maj_at_k(answers, label, k)
+                for kk in sorted({16, k} if k >= 16 else {k}):  # Codex Eq. (1): unbiased pass@k from n ≥ k samples
+                    values[f"pass@{kk}"] = pass_at_k(k, correct, kk)
+                    values[f"maj@{kk}"] = maj_at_k(answers, label, kk)
             for name, value in values.items():
                 per_prompt.setdefault(name, []).append(value)
         summary = {name: sum(v) / len(v) for name, v in per_prompt.items()}

@@ -24,12 +24,15 @@ from typing import Any
 
 EVENTS_FILE = "events.jsonl"
 
-EVENT_TYPES = ("metrics", "group", "eval", "checkpoint", "stage", "status", "log")
+EVENT_TYPES = ("metrics", "group", "eval", "checkpoint", "stage", "questions", "status", "log")
 STATUS_STATES = ("running", "succeeded", "failed", "cancelled")
 STAGE_PHASES = ("challenger", "questions", "solver")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 ROLLOUT_FIELDS = ("index", "text", "answer", "valid", "in_majority", "reward", "advantage", "length",
                   "used_for_training", "entropy", "extra")
+# one candidate of an R-Zero question set (`questions` events): the pool row of rl/rzero.py
+QUESTION_FIELDS = ("id", "question", "text", "p_hat", "pseudo_label", "answers", "kept")
+QUESTIONS_PER_EVENT = 200  # a pool of thousands of questions is written in events of at most this many rows
 
 
 class EventSchemaError(ValueError):
@@ -83,6 +86,15 @@ class EventWriter:
         """R-Zero phase boundaries; `counts` (steps, pool, valid, kept, questions) is optional."""
         fields = {} if counts is None else {"counts": {k: int(v) for k, v in counts.items()}}
         return self.write("stage", iteration=int(iteration), phase=phase, state=state, **fields)
+
+    def questions(self, iteration: int, rows: list[dict]) -> list[dict]:
+        """An R-Zero iteration's question set, `rows` in pool order, as `questions` events of at most
+        QUESTIONS_PER_EVENT rows: each carries its rows' `offset` in the pool and the pool's `total`, so a reader
+        can tell a complete set, and a set written again (offset 0) supersedes the earlier one."""
+        fields = [{k: row[k] for k in QUESTION_FIELDS} for row in rows]
+        return [self.write("questions", iteration=int(iteration), offset=start, total=len(rows),
+                           questions=fields[start:start + QUESTIONS_PER_EVENT])
+                for start in range(0, len(rows), QUESTIONS_PER_EVENT)]
 
     def status(self, state: str, message: str = "") -> dict:
         return self.write("status", state=state, message=message)
@@ -257,6 +269,20 @@ def _check_rollout(rollout: Any, where: str) -> None:
     _check(rollout, where, "extra", "dict")
 
 
+def _check_question(row: Any, where: str) -> None:
+    _require(isinstance(row, dict), where, f"must be an object, got {type(row).__name__}")
+    missing = [f for f in QUESTION_FIELDS if f not in row]
+    _require(not missing, where, f"missing field(s) {', '.join(missing)}")
+    _check(row, where, "id", "str")
+    _check(row, where, "question", "str", nullable=True)  # null: the challenger's output failed the format check
+    _check(row, where, "text", "str")
+    _check(row, where, "p_hat", "number", nullable=True)
+    _check(row, where, "pseudo_label", "str", nullable=True)
+    _check(row, where, "answers", "list")
+    _require(all(a is None or isinstance(a, str) for a in row["answers"]), where, "answers must be strings or null")
+    _check(row, where, "kept", "bool")
+
+
 def validate_event(event: Any) -> None:
     """Raise EventSchemaError naming the field when `event` breaks DESIGN section 4.2."""
     _require(isinstance(event, dict), "event", f"must be a JSON object, got {type(event).__name__}")
@@ -303,6 +329,16 @@ def validate_event(event: Any) -> None:
         _check(event, where, "state", "str")
         if "counts" in event:
             _check(event, where, "counts", "dict")
+    elif kind == "questions":
+        _check(event, where, "iteration", "int")
+        _check(event, where, "offset", "int")
+        _check(event, where, "total", "int")
+        _require(0 <= event["offset"] <= event["total"], where, "offset must be in [0, total]")
+        _check(event, where, "questions", "list")
+        _require(event["offset"] + len(event["questions"]) <= event["total"], where,
+                 "questions run past the set's total")
+        for i, row in enumerate(event["questions"]):
+            _check_question(row, f"{where} questions[{i}]")
     elif kind == "status":
         _check(event, where, "state", "str")
         _require(event["state"] in STATUS_STATES, where,

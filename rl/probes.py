@@ -2,24 +2,31 @@
 
 - `token_statistics`: per generated token, the probabilities of the two most likely
   tokens, the entropy of the predictive distribution and the log-probability of the
-  token that was sampled (COMPASS, EM-RL-Token, EM-RL-Sequence);
+  token that was sampled (COMPASS, EM-RL-Token, EM-RL-Sequence), and the self-certainty
+  KL(U ‖ p) of the predictive distribution (Intuitor);
 - `answer_probabilities_from_ids`: the mean token probability of an answer given the prompt and a
   reasoning prefix (RLPR / DARL Eq. (5)), many (prefix, answer) pairs per forward pass; the prefix is
   the exact generated ids (`completion_prefix_ids`), BOS and all.
 
 Both run without gradients in chunks bounded by a token budget, so a group of long
 rollouts from a large-vocabulary model never materialises all its logits at once.
-The distribution is the sampler's: logits divided by the sampling temperature.
+The distribution is the sampler's: logits divided by the sampling temperature. Self-certainty is the
+exception: Intuitor scores the policy's distribution at temperature 1 (the raw logits; see
+rl/rewards/intuitor.py for where the released code does this), whatever the sampling temperature.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import torch
 
 DEFAULT_TOKEN_BUDGET = 4096  # tokens per forward pass; bounds logits memory at budget × vocabulary
+# Intuitor computes self-certainty on the raw logits although it samples at 0.9 (open-r1-intuitor
+# intuitor_trainer.py, _get_per_token_self_certainty; verl-intuitor divides by its rollout temperature, 1.0).
+SELF_CERTAINTY_TEMPERATURE = 1.0
 
 
 @dataclass
@@ -30,6 +37,8 @@ class TokenStatistics:
     top2: list[float]
     entropy: list[float]
     logprob: list[float]  # log-probability of the sampled token
+    # KL(U ‖ p) at SELF_CERTAINTY_TEMPERATURE, |V| = the output layer's width (padding rows included)
+    self_certainty: list[float] = field(default_factory=list)
 
 
 def _chunks(lengths: Sequence[int], budget: int) -> list[list[int]]:
@@ -63,7 +72,8 @@ def _forward(model: Any, sequences: list[list[int]], pad_id: int) -> torch.Tenso
 def token_statistics(model: Any, prompt_ids: Sequence[Sequence[int]], completion_ids: Sequence[Sequence[int]],
                      temperature: float = 1.0, pad_id: int = 0,
                      token_budget: int = DEFAULT_TOKEN_BUDGET) -> list[TokenStatistics]:
-    """Per-token top-1/top-2 probabilities, entropies and sampled-token log-probabilities of each completion."""
+    """Per-token top-1/top-2 probabilities, entropies and sampled-token log-probabilities of each completion
+    (at ``temperature``), and per-token self-certainty (at SELF_CERTAINTY_TEMPERATURE, from the same logits)."""
     sequences = [list(p) + list(c) for p, c in zip(prompt_ids, completion_ids)]
     results: list[TokenStatistics | None] = [None] * len(sequences)
     for rows in _chunks([len(s) for s in sequences], token_budget):
@@ -71,18 +81,34 @@ def token_statistics(model: Any, prompt_ids: Sequence[Sequence[int]], completion
         for k, i in enumerate(rows):
             start, n = len(prompt_ids[i]), len(completion_ids[i])
             if n == 0:
-                results[i] = TokenStatistics([], [], [], [])
+                results[i] = TokenStatistics([], [], [], [], [])
                 continue
             # logits at position t predict token t + 1
-            logp = torch.log_softmax(logits[k, start - 1 : start - 1 + n] / temperature, dim=-1)
+            rows_logits = logits[k, start - 1 : start - 1 + n]
+            logp = torch.log_softmax(rows_logits / temperature, dim=-1)
             p = logp.exp()
             top = p.topk(min(2, p.size(-1)), dim=-1).values
             second = top[:, 1] if top.size(1) > 1 else torch.zeros_like(top[:, 0])
             entropy = -(p * logp).sum(-1)  # H_t = −Σ_v p_v log p_v
             sampled = torch.tensor(completion_ids[i], dtype=torch.long, device=logp.device)
             results[i] = TokenStatistics(top1=top[:, 0].tolist(), top2=second.tolist(), entropy=entropy.tolist(),
-                                         logprob=logp.gather(1, sampled[:, None]).squeeze(1).tolist())
+                                         logprob=logp.gather(1, sampled[:, None]).squeeze(1).tolist(),
+                                         self_certainty=_self_certainty(rows_logits, logp, temperature).tolist())
     return results  # type: ignore[return-value]
+
+
+def _self_certainty(logits: torch.Tensor, logp: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Per-row KL(U ‖ softmax(logits / SELF_CERTAINTY_TEMPERATURE)); ``logp`` is log_softmax(logits / temperature).
+
+    # Intuitor Eq. (4): KL(U ‖ p) = −(1/|V|) Σ_j log(|V| · p_j) = logsumexp(z) − mean_j(z) − log|V|
+    """
+    vocab = logits.size(-1)
+    if temperature == SELF_CERTAINTY_TEMPERATURE:
+        value = -logp.mean(-1) - math.log(vocab)  # logsumexp(z) − mean(z) = −mean(log p): no second pass
+    else:
+        z = logits / SELF_CERTAINTY_TEMPERATURE
+        value = torch.logsumexp(z, dim=-1) - z.mean(-1) - math.log(vocab)
+    return value.clamp_min(0.0)  # KL ≥ 0; clears float round-off at the uniform distribution
 
 
 def completion_prefix_ids(tokenizer: Any, prompt_ids: Sequence[int], completion_ids: Sequence[int],

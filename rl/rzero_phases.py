@@ -1,23 +1,21 @@
-"""The pieces of the R-Zero loop (rl/rzero.py): sampling, the challenger reward, the solver trainer,
-and event callbacks that keep one step counter across phases."""
+"""The pieces of the R-Zero loop (rl/rzero.py): its prompts, sampling from a model that is not being trained
+(the solver answering the challenger's questions), the challenger's batch scorer, and the event writer that
+keeps one step counter across phases."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import torch
-from transformers import TrainerCallback
 
-from rl.answers import extract_boxed, majority_vote
+from rl.answers import extract_boxed
 from rl.arithmetic import CHALLENGER_PROMPT as SHORT_CHALLENGER_PROMPT
-from rl.callbacks import GracefulStop, evolab_metrics
 from rl.events import EventWriter
+from rl.groups import Group, GroupScore
+from rl.methods.r_zero import METHOD
 from rl.policy import DEFAULT_POLICY_DIR
-from rl.rewards.rzero import (challenger_rewards, extract_question, repetition_penalties,
-                              solver_agreement, uncertainty_reward)
-from rl.metrics import majority_ratio, unique_answers
-from rl.rewards.ttrl import ttrl_rewards
+from rl.prompts import format_messages, format_prompt
+from rl.rewards.rzero import score_challenger_batch
 
 # R-Zero App. B.2, the challenger prompt (system and user message), for models that can follow it
 PAPER_CHALLENGER_SYSTEM = (
@@ -32,18 +30,29 @@ PAPER_CHALLENGER_USER = ("Generate one new, challenging reasoning question now. 
                          "exactly as instructed.")
 
 
-# ---------------------------------------------------------------- sampling
+# ---------------------------------------------------------------- prompts
 
 
 def challenger_prompt(model_path: Path, tokenizer) -> str:
-    """The prompt p0 as text: the short one for the default policy, else the paper's, chat-formatted if possible."""
+    """The prompt p0 as text: for the default policy the short task it learned (rl.arithmetic.CHALLENGER_PROMPT as
+    the user turn, no system prompt, as scripts/train_default_policy.py trains it), else the paper's system and
+    user messages; both through the policy's chat template."""
     if model_path.resolve() == DEFAULT_POLICY_DIR.resolve():
-        return SHORT_CHALLENGER_PROMPT
-    if tokenizer.chat_template:
-        messages = [{"role": "system", "content": PAPER_CHALLENGER_SYSTEM},
-                    {"role": "user", "content": PAPER_CHALLENGER_USER}]
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return f"{PAPER_CHALLENGER_SYSTEM}\n\n{PAPER_CHALLENGER_USER}\n"
+        return format_prompt(tokenizer, SHORT_CHALLENGER_PROMPT, None)
+    return format_messages(tokenizer, [{"role": "user", "content": PAPER_CHALLENGER_USER}], PAPER_CHALLENGER_SYSTEM)
+
+
+def solver_prompt(tokenizer, question: str) -> str:
+    """A question as the solver sees it: R-Zero App. B.2's solver system message, through the chat template."""
+    return format_prompt(tokenizer, question, METHOD.system_prompt)
+
+
+def solver_rows(tokenizer, kept: list[dict]) -> list[dict]:
+    """The solver phase's dataset: the kept questions, formatted, under their ids (nothing else reaches TRL)."""
+    return [{"prompt": solver_prompt(tokenizer, row["question"]), "prompt_id": row["id"]} for row in kept]
+
+
+# ---------------------------------------------------------------- sampling
 
 
 @torch.no_grad()
@@ -69,138 +78,51 @@ def sample(model, tokenizer, prompts: list[str], n: int, hp: dict, batch_size: i
 
 
 def solver_answers(solver, tokenizer, questions: list[str], hp: dict, stop=None) -> list[list[str | None]]:
-    """The solver's m = solver_samples boxed answers to each question."""
-    sampled = sample(solver, tokenizer, questions, hp["solver_samples"], hp, stop=stop)
+    """The solver's m = solver_samples boxed answers to each question, asked as it is trained (solver_prompt)."""
+    prompts = [solver_prompt(tokenizer, question) for question in questions]
+    sampled = sample(solver, tokenizer, prompts, hp["solver_samples"], hp, stop=stop)
     return [[extract_boxed(t) for t in texts] for texts in sampled]
 
 
-# ---------------------------------------------------------------- phase 1: the challenger's reward
+# ---------------------------------------------------------------- phase 1: the challenger's batch scorer
 
 
-class ChallengerReward:
-    """TRL reward function for the challenger: one batch of questions in, max(0, r_unc − r_rep) out.
+class ChallengerScorer:
+    """LabelFreeGRPOTrainer's `score_batch` for the challenger: the solver answers every well-formed question of
+    the step m times, then rl.rewards.rzero scores the batch as a whole (the repetition penalty's clusters and
+    its B span all groups). `probe` (the challenger's own forward passes) is not needed."""
 
-    The repetition penalty is over the whole step's batch (all groups), as in the paper; the
-    `group` records it builds are written by PhaseEvents at the end of the step.
-    """
+    def __init__(self, solver, tokenizer):
+        self.solver, self.tokenizer = solver, tokenizer
 
-    def __init__(self, solver, tokenizer, hp: dict, group_size: int):
-        self.solver, self.tokenizer, self.hp, self.group_size = solver, tokenizer, hp, group_size
-        self.pending_groups: list[dict] = []
-        self.__name__ = "rzero_challenger"  # TRL names reward functions by __name__
-
-    def __call__(self, prompts, completions, completion_ids, prompt_id, log_metric, **_unused) -> list[float]:
-        hp = self.hp
-        questions = [extract_question(text) for text in completions]  # format check: None when it fails
+    def __call__(self, groups: list[Group], hp: dict, probe) -> list[GroupScore]:
+        questions = [q for group in groups for q in group.answers]
         valid = [i for i, q in enumerate(questions) if q is not None]
-        answered = solver_answers(self.solver, self.tokenizer, [questions[i] for i in valid], hp)
-        answers: list[list[str | None]] = [[] for _ in questions]
-        for i, a in zip(valid, answered):
-            answers[i] = a
-        # r_i = max(0, r_uncertainty − r_rep), 0 on a format failure  (R-Zero §2.2)
-        rewards = challenger_rewards(questions, answers, hp["bleu_threshold"], hp["repetition_weight"])
-        penalties = dict(zip(valid, repetition_penalties([questions[i] for i in valid], hp["bleu_threshold"],
-                                                         hp["repetition_weight"])))
-        uncertainty = {i: uncertainty_reward(answers[i]) for i in valid}
-        p_hat = {i: solver_agreement(answers[i]) for i in valid}
-
-        log_metric("rzero/format_rate", len(valid) / len(questions))
-        if valid:
-            log_metric("rzero/uncertainty_mean", sum(uncertainty.values()) / len(valid))
-            log_metric("rzero/repetition_penalty_mean", sum(penalties.values()) / len(valid))
-            log_metric("rzero/p_hat_mean", sum(p_hat.values()) / len(valid))
-        self.pending_groups = self._groups(prompt_id, completions, completion_ids, questions, answers, rewards,
-                                           uncertainty, penalties, p_hat)
-        return rewards
-
-    def _groups(self, prompt_id, completions, completion_ids, questions, answers, rewards, uncertainty, penalties,
-                p_hat) -> list[dict]:
-        """One `group` event per GRPO group; a rollout's `answer` is its question (None: format failure)."""
-        g, groups = self.group_size, []
-        for start in range(0, len(completions), g):
-            advantages = _group_advantages(rewards[start:start + g])
-            rollouts = []
-            for j, i in enumerate(range(start, start + g)):
-                extra = ({"p_hat": p_hat[i], "uncertainty": uncertainty[i], "repetition_penalty": penalties[i],
-                          "solver_majority": majority_vote(answers[i])} if questions[i] is not None else {})
-                rollouts.append(_rollout(j, completions[i], questions[i], False, rewards[i], advantages[j],
-                                         len(completion_ids[i]), extra))
-            groups.append({"prompt_id": prompt_id[start], "majority_answer": None, "similarity": None,
-                           "rollouts": rollouts})
-        return groups
-
-    def pop_groups(self) -> list[dict]:
-        groups, self.pending_groups = self.pending_groups, []
-        return groups
-
-
-# ---------------------------------------------------------------- phase 3: the solver's reward
-
-
-class SolverReward:
-    """TRL reward function for the solver: r_j = 1 if the answer equals ỹ_i else 0  (R-Zero §2.4).
-
-    ỹ_i is the pseudo-label voted by the solver in the questions phase over solver_samples answers;
-    it is not re-voted from these rollouts. Every rollout is trained on (the paper has no n_train).
-    """
-
-    def __init__(self, pseudo_labels: dict[str, str], group_size: int):
-        self.pseudo_labels, self.group_size = pseudo_labels, group_size
-        self.pending_groups: list[dict] = []
-        self.__name__ = "rzero_solver"
-
-    def __call__(self, prompts, completions, completion_ids, prompt_id, log_metric, **_unused) -> list[float]:
-        started, g = time.perf_counter(), self.group_size
-        answers = [extract_boxed(text) for text in completions]
-        rewards, ratios, uniques, self.pending_groups = [], [], [], []
-        for start in range(0, len(completions), g):
-            rows = range(start, start + g)
-            label = self.pseudo_labels[prompt_id[start]]
-            group = ttrl_rewards([answers[i] for i in rows], label)  # agreement with the pseudo-label
-            rewards += group
-            own_majority = majority_vote([answers[i] for i in rows])
-            ratios.append(majority_ratio([answers[i] for i in rows], own_majority))
-            uniques.append(unique_answers([answers[i] for i in rows]))
-            advantages = _group_advantages(group)
-            self.pending_groups.append({"prompt_id": prompt_id[start], "majority_answer": label, "similarity": None,
-                                        "rollouts": [_rollout(j, completions[i], answers[i], group[j] > 0, group[j],
-                                                              advantages[j], len(completion_ids[i]), {})
-                                                     for j, i in enumerate(rows)]})
-        log_metric("majority_ratio", sum(ratios) / len(ratios))
-        log_metric("unique_answers", sum(uniques) / len(uniques))
-        log_metric("time/reward", time.perf_counter() - started)
-        return rewards
-
-    def pop_groups(self) -> list[dict]:
-        groups, self.pending_groups = self.pending_groups, []
-        return groups
-
-
-def _group_advantages(rewards: list[float]) -> list[float]:
-    """A = (r − mean) / (std + 1e-4) over the group, TRL's scale_rewards="group" (Bessel-corrected std)."""
-    g = len(rewards)
-    mean = sum(rewards) / g
-    std = (sum((r - mean) ** 2 for r in rewards) / max(1, g - 1)) ** 0.5
-    return [(r - mean) / (std + 1e-4) for r in rewards]
-
-
-def _rollout(index, text, answer, in_majority, reward, advantage, length, extra) -> dict:
-    """One rollout of a `group` event (DESIGN section 4.2); entropies are not captured in R-Zero phases."""
-    return {"index": index, "text": text, "answer": answer, "valid": answer is not None, "in_majority": in_majority,
-            "reward": float(reward), "advantage": float(advantage), "length": length, "used_for_training": True,
-            "entropy": None, "extra": extra}
+        answered = iter(solver_answers(self.solver, self.tokenizer, [questions[i] for i in valid], hp))
+        flat = [next(answered) if q is not None else [] for q in questions]
+        per_group, start = [], 0
+        for group in groups:
+            per_group.append(flat[start:start + len(group.answers)])
+            start += len(group.answers)
+        return score_challenger_batch(groups, per_group, hp)
 
 
 # ---------------------------------------------------------------- events with one step counter across phases
 
 
-class StepOffsetEvents:
-    """An EventWriter whose step-carrying events are shifted by the steps of the earlier phases."""
+class PhaseEvents:
+    """The run's EventWriter as one GRPO phase's EventLogCallback sees it: step-carrying events are shifted by the
+    steps of the earlier phases, and with `metric_prefix` the phase's metrics are renamed so that they do not mix
+    with the solver's DESIGN §5 series (the challenger's reward/mean becomes rzero/challenger_reward_mean; names
+    already under rzero/ are kept)."""
 
-    def __init__(self, events: EventWriter, offset: int):
-        self.events, self.offset = events, offset
+    def __init__(self, events: EventWriter, offset: int, metric_prefix: str | None = None):
+        self.events, self.offset, self.metric_prefix = events, offset, metric_prefix
 
     def metrics(self, step, values):
+        if self.metric_prefix:
+            values = {name if name.startswith("rzero/") else self.metric_prefix + name.replace("/", "_"): value
+                      for name, value in values.items()}
         return self.events.metrics(step + self.offset, values)
 
     def group(self, step, **fields):
@@ -209,45 +131,8 @@ class StepOffsetEvents:
     def eval(self, step, prompt_set, values):
         return self.events.eval(step + self.offset, prompt_set, values)
 
+    def checkpoint(self, step, path):
+        return self.events.checkpoint(step + self.offset, path)
+
     def __getattr__(self, name):  # sync, log, ...
         return getattr(self.events, name)
-
-
-class PhaseEvents(TrainerCallback):
-    """`group` and `metrics` events of a GRPO phase. The solver logs DESIGN section 5 names; the challenger
-    logs them as rzero/challenger_* so that the solver's charts (reward/mean, entropy, ...) stay the solver's."""
-
-    def __init__(self, events: StepOffsetEvents, reward, prefix: str | None = None):
-        self.events, self.reward, self.prefix = events, reward, prefix
-        self._started = None
-
-    def on_step_begin(self, args, state, control, **kwargs):
-        self._started = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kwargs):
-        for group in self.reward.pop_groups():
-            self.events.group(state.global_step, **group)
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if not logs or "train_runtime" in logs:  # the end-of-training summary is not a step
-            return
-        values = evolab_metrics(logs)
-        if self._started is not None:
-            values["time/step"] = time.perf_counter() - self._started
-        if self.prefix:
-            values = {name if name.startswith("rzero/") else f"{self.prefix}{name.replace('/', '_')}": value
-                      for name, value in values.items()}
-        self.events.metrics(state.global_step, values)
-        self.events.sync()
-
-
-class StopAtStepEnd(TrainerCallback):
-    """On a cancel, end the phase after the step in progress (no TRL checkpoint: resume is per phase)."""
-
-    def __init__(self, stop: GracefulStop):
-        self.stop = stop
-
-    def on_step_end(self, args, state, control, **kwargs):
-        if self.stop.requested:
-            control.should_training_stop = True
-        return control

@@ -31,11 +31,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers|trl)(\.|$)")
 
 from rl.events import EventWriter  # noqa: E402
-from rl.methods import HyperparameterError, reference_field, validate_hyperparameters  # noqa: E402
+from rl.methods import HyperparameterError, Method, get_method, validate_hyperparameters  # noqa: E402
 from rl.policy import ModelPathError, resolve_model_path  # noqa: E402
 
-TRAINABLE_METHODS = ("ttrl", "evol_rl", "compass", "darl", "rlpr", "em_token", "em_sequence", "self_consistency",
-                     "rlvr", "r_zero")
 CHECKPOINTS_DIR = "checkpoints"
 
 
@@ -87,9 +85,6 @@ def load_config(path: str | os.PathLike) -> RunConfig:
         hyperparameters = validate_hyperparameters(method, values)
     except HyperparameterError as e:
         raise ConfigError(e.field, str(e)) from None
-    if method not in TRAINABLE_METHODS:
-        raise ConfigError("method", f"method {method!r} is not implemented in the trainer yet "
-                                    f"(trainable now: {', '.join(TRAINABLE_METHODS)})")
     if hyperparameters["n_votes"] < 2:  # GRPO needs a group to compute an advantage
         raise ConfigError("n_votes", f"n_votes={hyperparameters['n_votes']} is invalid: GRPO needs at least 2 "
                                      "rollouts per prompt")
@@ -106,10 +101,11 @@ def load_config(path: str | os.PathLike) -> RunConfig:
         raise ConfigError("model", str(e)) from None
 
     prompts = read_prompts(raw.get("prompts"), "prompts")
-    if method != "r_zero" and len(prompts) < hyperparameters["prompts_per_step"]:  # R-Zero reads no prompts
+    spec = get_method(method)
+    if spec.reads_prompts and len(prompts) < hyperparameters["prompts_per_step"]:
         raise ConfigError("prompts_per_step", f"prompts_per_step={hyperparameters['prompts_per_step']} is invalid: "
                                               f"the prompt file has only {len(prompts)} prompt(s)")
-    check_references(method, hyperparameters, prompts)
+    check_references(spec, hyperparameters, prompts)
     eval_path = raw.get("eval_prompts")
     eval_prompts = read_prompts(eval_path, "eval_prompts") if eval_path is not None else None
     embedding_model = raw.get("embedding_model")
@@ -131,17 +127,18 @@ def _integer(raw: dict, key: str, minimum: int, default: int | None = None) -> i
     return value
 
 
-def check_references(method: str, hyperparameters: dict, prompts: list[dict]) -> None:
-    """DARL and RLPR read y* from each row's `reference`, RLVR from its `label`: every prompt needs one."""
-    field = reference_field(method, hyperparameters)
+def check_references(spec: Method, hyperparameters: dict, prompts: list[dict]) -> None:
+    """A method that reads y* (Method.reference_field_for: DARL and RLPR a row's `reference`, RLVR its `label`)
+    needs it on every prompt."""
+    field = spec.reference_field_for(hyperparameters)
     if field is None:
         return
     for number, row in enumerate(prompts, start=1):
         if row.get(field) is None:
-            hint = ("; set use_majority_as_reference to run label-free" if method == "darl" else
+            hint = (f"; set {spec.own_reference_switch} to run label-free" if spec.own_reference_switch else
                     " (a held-out label is never used as a reference)" if field == "reference" else
-                    ": rlvr is the supervised baseline and rewards agreement with the label")
-            raise ConfigError("prompts", f"{method} needs a {field!r} for every prompt (row {number} "
+                    f": {spec.name} is supervised and rewards agreement with the label")
+            raise ConfigError("prompts", f"{spec.name} needs a {field!r} for every prompt (row {number} "
                                          f"{row['id']!r} has none){hint}")
 
 
@@ -162,7 +159,7 @@ def check_generation_backend(backend: str) -> None:
 
 
 def read_prompts(path, field: str) -> list[dict]:
-    """Rows {id, prompt, label?, reference?} from JSONL (or a JSON array); ids are strings."""
+    """Rows {id, prompt, label?, reference?, system?} from JSONL (or a JSON array); ids are strings."""
     if not isinstance(path, str) or not path:
         raise ConfigError(field, f"{field} must be the path of a JSONL prompt file, got {path!r}")
     try:
@@ -195,9 +192,13 @@ def read_prompts(path, field: str) -> list[dict]:
         seen.add(prompt_id)
         label = row.get("label", row.get("answer"))  # held out: monitoring only, never a reward input
         reference = row.get("reference")  # DARL / RLPR's y*: an explicit column, never the label
+        system = row.get("system")  # an uploaded chat prompt's own system message: replaces the paper's
+        if system is not None and not isinstance(system, str):
+            raise ConfigError(field, f"{where} has a 'system' that is not a string")
         prompts.append({"id": prompt_id, "prompt": prompt,
                         "label": None if label is None else str(label),
-                        "reference": None if reference is None else str(reference)})
+                        "reference": None if reference is None else str(reference),
+                        "system": system or None})
     return prompts
 
 
@@ -210,14 +211,13 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
     from transformers.utils import logging as hf_logging
-    from trl import GRPOConfig
 
     from rl.callbacks import EventLogCallback, PeriodicEval
     from rl.similarity import Embedder
     from rl.trainer import LabelFreeGRPOTrainer
 
     hf_logging.disable_progress_bar()  # progress bars in a log file are noise
-    hp = config.hyperparameters
+    hp, spec = config.hyperparameters, get_method(config.method)
     on_gpu = torch.cuda.is_available()
     tokenizer = AutoTokenizer.from_pretrained(config.model_path, local_files_only=True)
     tokenizer.padding_side = "left"  # TRL generates from left-padded prompts
@@ -228,32 +228,74 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
 
     # Only the prompt and its id reach TRL: TRL hands every dataset column to the reward function,
     # so the held-out label stays in the id -> label map given to the trainer's LabelMonitor.
-    dataset = Dataset.from_list([{"prompt": row["prompt"], "prompt_id": row["id"]} for row in config.prompts])
+    # DESIGN §6: the policy sees each prompt as its paper gives it, through its chat template with the paper's
+    # system prompt (or the row's own system message)
+    dataset = Dataset.from_list([{"prompt": formatted_prompt(tokenizer, spec, row), "prompt_id": row["id"]}
+                                 for row in config.prompts])
     labels = {row["id"]: row["label"] for row in config.prompts if row["label"] is not None}
-    field = reference_field(config.method, hp)  # None for the label-free methods: they get no references at all
+    field = spec.reference_field_for(hp)  # None for the label-free methods: they get no references at all
     references = {row["id"]: row[field] for row in config.prompts} if field else {}
     # loaded once per run: every method's group event carries the similarity matrix of its rollouts
-    embedder = Embedder(config.embedding_model, device="cuda" if on_gpu else "cpu")
+    embedder = Embedder(config.embedding_model, device="cuda" if on_gpu else "cpu",
+                        max_seq_length=hp["embedding_max_length"])
 
+    args = grpo_config(hp, max_steps=config.max_steps, seed=config.seed, output_dir=run_dir / CHECKPOINTS_DIR)
+    event_log = EventLogCallback(events, run_dir)
+    callbacks = [event_log, stop]
+    evaluator = None
+    if config.eval_prompts and hp["eval_every"] > 0:
+        eval_rows = [dict(row, prompt=formatted_prompt(tokenizer, spec, row)) for row in config.eval_prompts]
+        evaluator = PeriodicEval(events, eval_rows, config.eval_prompt_set, every=hp["eval_every"],
+                                 samples=hp["eval_samples"], temperature=hp["eval_temperature"],
+                                 top_p=hp["eval_top_p"], max_new_tokens=hp["max_completion_length"],
+                                 answer_rule=spec.answer_rule, at_start=not resuming)
+        callbacks.append(evaluator)
+    trainer = LabelFreeGRPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
+                                   callbacks=callbacks, method=spec, n_train=hp["n_train"],
+                                   hyperparameters=hp, labels=labels, references=references, embedder=embedder)
+    trainer.remove_callback(PrinterCallback)  # the event log is the record; keep stdout quiet
+    event_log.trainer = trainer
+    if evaluator is not None:
+        evaluator.trainer = trainer
+    return trainer
+
+
+def formatted_prompt(tokenizer, spec: Method, row: dict) -> str:
+    """The text the policy is given for a prompt row: the row's own system message or the method's paper's."""
+    from rl.prompts import format_prompt
+
+    return format_prompt(tokenizer, row["prompt"], row.get("system") or spec.system_prompt)
+
+
+def grpo_config(hp: dict, max_steps: int, seed: int, output_dir: Path):
+    """TRL's GRPOConfig for a run of `max_steps` rollout-batch steps with these validated hyperparameters."""
+    import torch
+    from trl import GRPOConfig
+
+    on_gpu = torch.cuda.is_available()
     # EVOL-RL's ablation switches turn parts of the objective off without changing the code path
     entropy_coef = hp["entropy_coef"] if hp.get("use_entropy_bonus", True) else 0.0
     epsilon_high = hp["epsilon_high"] if hp.get("use_clip_high", True) else hp["epsilon"]
-    vllm = {"use_vllm": True, "vllm_mode": "colocate"} if hp["generation_backend"] == "vllm" else {}
+    # vLLM's sampler and the trainer disagree slightly on log-probabilities; TRL reweights by their ratio unless
+    # told otherwise; the papers' verl runs do not, so it is off unless asked for
+    vllm = ({"use_vllm": True, "vllm_mode": "colocate",
+             "vllm_importance_sampling_correction": hp["vllm_importance_sampling_correction"]}
+            if hp["generation_backend"] == "vllm" else {})
     # DESIGN section 4.7: a step is one rollout batch, trained on in prompts_per_step / prompts_per_update
     # optimizer updates per epoch for ppo_epochs epochs; TRL counts those updates as its steps
     updates_per_epoch = hp["prompts_per_step"] // hp["prompts_per_update"]
     updates = updates_per_epoch * hp["ppo_epochs"]
 
-    args = GRPOConfig(
-        output_dir=str(run_dir / CHECKPOINTS_DIR),
+    return GRPOConfig(
+        output_dir=str(output_dir),
         use_cpu=not on_gpu,
         bf16=on_gpu and torch.cuda.is_bf16_supported(),
         report_to="none",
         disable_tqdm=True,
         logging_steps=updates,  # one metrics event per rollout batch, TRL's values averaged over its updates
-        max_steps=config.max_steps * updates,
-        seed=config.seed,
-        data_seed=config.seed,
+        max_steps=max_steps * updates,
+        seed=seed,
+        data_seed=seed,
         # one generation batch (rollout batch) per step, split evenly over the processes (check_processes made
         # sure it splits) and, on each, into updates_per_epoch slices: one optimizer update each (PPO mini-batches)
         # against the old log-probabilities TRL keeps from generation time, so the clipping binds
@@ -266,33 +308,19 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
         top_p=hp["top_p"],
         max_completion_length=hp["max_completion_length"],
         learning_rate=hp["learning_rate"],
-        lr_scheduler_type="constant",
+        lr_scheduler_type=hp["lr_schedule"],  # TTRL §4: cosine from the peak, after a linear warmup
+        warmup_steps=hp["warmup_ratio"],  # transformers 5: a value below 1 is a share of max_steps
+        weight_decay=hp["weight_decay"],
         beta=hp["kl_coef"],
         epsilon=hp["epsilon"],
         epsilon_high=epsilon_high,  # EVOL-RL / DAPO asymmetric clipping: ratios above 1 + epsilon_high are clipped
         entropy_coef=entropy_coef,  # TRL: loss = L_policy − entropy_coef · H (EVOL-RL's entropy regulariser)
         save_strategy="steps",
-        save_steps=(hp["save_every"] or config.max_steps) * updates,  # 0: only the final checkpoint
+        save_steps=(hp["save_every"] or max_steps) * updates,  # 0: only the final checkpoint
         disable_dropout=True,
         dataloader_num_workers=0,
         **vllm,
     )
-    event_log = EventLogCallback(events, run_dir)
-    callbacks = [event_log, stop]
-    evaluator = None
-    if config.eval_prompts and hp["eval_every"] > 0:
-        evaluator = PeriodicEval(events, config.eval_prompts, config.eval_prompt_set, every=hp["eval_every"],
-                                 samples=hp["eval_samples"], temperature=hp["eval_temperature"], top_p=hp["top_p"],
-                                 max_new_tokens=hp["max_completion_length"], at_start=not resuming)
-        callbacks.append(evaluator)
-    trainer = LabelFreeGRPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tokenizer,
-                                   callbacks=callbacks, method=config.method, n_train=hp["n_train"],
-                                   hyperparameters=hp, labels=labels, references=references, embedder=embedder)
-    trainer.remove_callback(PrinterCallback)  # the event log is the record; keep stdout quiet
-    event_log.trainer = trainer
-    if evaluator is not None:
-        evaluator.trainer = trainer
-    return trainer
 
 
 def last_checkpoint(run_dir: Path) -> Path | None:
@@ -317,7 +345,7 @@ def _note_superseded_steps(events: EventWriter, checkpoint: Path | None) -> None
 
 def train(config: RunConfig, run_dir: Path, events: EventWriter, resume: bool) -> tuple[str, str]:
     """Run training; returns the final status event's (state, message): succeeded or cancelled."""
-    if config.method == "r_zero":  # challenger/solver co-evolution: its own loop of GRPO phases (rl/rzero.py)
+    if get_method(config.method).scorer is None:  # R-Zero: phases of LabelFreeGRPOTrainer in a loop (rl/rzero.py)
         from rl.rzero import train_rzero
         return train_rzero(config, run_dir, events, resume)
     from rl.callbacks import GracefulStop
@@ -354,8 +382,10 @@ def check_processes(config: RunConfig, processes: int) -> None:
     """What a run on several processes needs beyond a valid config."""
     if processes <= 1:
         return
-    if config.method == "r_zero":  # its own loop of phases, with per-iteration files, written for one process
-        raise ConfigError("gpus", "r_zero runs on one process only; start it with gpus=1")
+    # R-Zero's GRPO phases run on the shared trainer, but the loop around them (the pool of the questions phase,
+    # the solver answering inside the challenger's reward, the per-iteration files) samples on one process
+    if get_method(config.method).scorer is None:
+        raise ConfigError("gpus", f"{config.method} runs on one process only; start it with gpus=1")
     hp = config.hyperparameters
     rollouts = hp["prompts_per_step"] * hp["n_votes"]
     if rollouts % processes:

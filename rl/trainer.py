@@ -6,7 +6,9 @@ What it adds to TRL 1.16's GRPOTrainer, in the order a step runs:
 2. the reward (timed as `time/reward`): every rollout is embedded once (the
    G×G similarity matrix of each group goes to its `group` event, for every
    method), then each prompt's n_votes rollouts are scored together by the
-   method's group scorer (rl/scoring.py). The dataset handed to TRL holds only
+   method's group scorer (Method.scorer, rl/methods/), or all groups at once by a
+   batch scorer (`score_batch`, for a reward that needs the whole step: R-Zero's
+   challenger clusters every question of the batch). The dataset handed to TRL holds only
    `prompt` and `prompt_id`, because TRL passes every dataset column to reward
    functions: held-out labels live in a separate `LabelMonitor`, and references
    (DARL, RLPR, RLVR only) in `references`;
@@ -45,7 +47,7 @@ import os
 import shutil
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -55,7 +57,9 @@ from trl.trainer.utils import nanstd
 
 from rl.answers import answers_equal
 from rl.metrics import maj_at_k, majority_ratio, pass_at_k, similarity_mean, unique_answers
-from rl.scoring import GROUP_SCORERS, Group, GroupScore, PolicyProbe, answer_rule
+from rl.groups import Group, GroupScore
+from rl.methods import Method, get_method
+from rl.policy_probe import PolicyProbe
 from rl.similarity import cosine_similarity_matrix, reasoning_part
 
 
@@ -123,29 +127,44 @@ def reward_statistics(rewards: Sequence[float], trained: Sequence[bool]) -> dict
     return values
 
 
+# (groups of the step, hyperparameters, probe) -> one GroupScore per group, in order
+BatchScorer = Callable[[list[Group], dict, PolicyProbe], list[GroupScore]]
+
+
+def each_group(scorer: Callable[[Group, dict, PolicyProbe], GroupScore]) -> BatchScorer:
+    """The default batch scorer: the method's group scorer on each group alone."""
+    def score_batch(groups: list[Group], hp: dict, probe: PolicyProbe) -> list[GroupScore]:
+        return [scorer(group, hp, probe) for group in groups]
+    return score_batch
+
+
 def updates_per_step(args) -> int:
     """TRL optimizer steps per rollout batch (one event-log step): steps_per_generation × num_iterations."""
     return int(getattr(args, "steps_per_generation", None) or 1) * int(getattr(args, "num_iterations", None) or 1)
 
 
 class LabelFreeGRPOTrainer(GRPOTrainer):
-    """GRPOTrainer with a group reward (rl.scoring), TTRL's n_train, and per-rollout records.
+    """GRPOTrainer with a group reward (Method.scorer), TTRL's n_train, and per-rollout records.
 
-    `hyperparameters` are the method's validated values (rl.methods); `references` maps prompt id to y* for
-    the methods that declare one (rl.scoring.reference_source) and is empty otherwise; `labels` are held
+    `method` is an rl.methods.Method (or its name): its scorer, answer rule and metric names; `hyperparameters`
+    are its validated values; `references` maps prompt id to y* for a run whose
+    Method.reference_field_for(hyperparameters) names a field, and is empty otherwise; `labels` are held
     out and feed only the LabelMonitor; `embedder` (rl.similarity.Embedder) embeds every rollout once, for
-    the similarity matrix of every method and EVOL-RL's novelty.
+    the similarity matrix of every method and EVOL-RL's novelty. `score_batch` (BatchScorer) scores all
+    groups of a step together, for a reward that needs the whole batch; by default each group is scored
+    alone by Method.scorer.
     """
 
-    def __init__(self, *args, method: str, n_train: int, hyperparameters: dict | None = None,
+    def __init__(self, *args, method: Method | str, n_train: int, hyperparameters: dict | None = None,
                  labels: dict[str, str] | None = None, references: dict[str, str] | None = None,
-                 embedder=None, **kwargs):
-        if method not in GROUP_SCORERS:
-            raise ValueError(f"method {method!r} is not implemented in the trainer yet (available: "
-                             f"{', '.join(GROUP_SCORERS)})")
-        self.method = method
-        self.scorer = GROUP_SCORERS[method]
-        self.extract_answer = answer_rule(method)
+                 embedder=None, score_batch: BatchScorer | None = None, **kwargs):
+        spec = get_method(method) if isinstance(method, str) else method
+        if score_batch is None and spec.scorer is None:
+            raise ValueError(f"method {spec.name!r} has no group scorer: it trains in phases of its own")
+        self.method = spec.name
+        self.score_batch = score_batch or each_group(spec.scorer)
+        self.extract_answer = spec.answer_rule
+        self.scoring_timer = spec.scoring_timer
         self.n_train = n_train
         self.hyperparameters = dict(hyperparameters or {}, n_train=n_train)
         self.references = dict(references or {})
@@ -205,28 +224,31 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         # one embedding call for the whole batch; EVOL-RL embeds the text after </think> (DESIGN section 6)
         started = time.perf_counter()
         embeddings = self.embedder.embed([reasoning_part(text) for text in completions])
-        novelty_seconds = time.perf_counter() - started
+        scoring_seconds = time.perf_counter() - started
         probe = PolicyProbe(self.model, self.processing_class, self.temperature)
-        method_values: list[dict] = []
+        groups: list[Group] = []
         for start in range(0, len(completions), g):  # TRL lays out each prompt's n_votes rollouts contiguously
             rows = slice(start, start + g)
             if len(set(batch.prompt_ids[rows])) != 1:
                 raise RuntimeError("rollouts of different prompts were mixed in one group")
-            group = Group(prompt_id=batch.prompt_ids[start], prompt=prompts[start], texts=batch.texts[rows],
-                          answers=batch.answers[rows], prompt_ids=self._prompt_ids[start] if self._prompt_ids else [],
-                          completion_ids=[list(ids) for ids in completion_ids[rows]], embeddings=embeddings[rows],
-                          reference=self.references.get(batch.prompt_ids[start]))
-            started = time.perf_counter()
-            score = self.scorer(group, self.hyperparameters, probe)
-            novelty_seconds += time.perf_counter() - started
-            batch.scores.append(score)
-            batch.rewards.extend(float(r) for r in score.rewards)
+            groups.append(Group(prompt_id=batch.prompt_ids[start], prompt=prompts[start], texts=batch.texts[rows],
+                                answers=batch.answers[rows],
+                                prompt_ids=self._prompt_ids[start] if self._prompt_ids else [],
+                                completion_ids=[list(ids) for ids in completion_ids[rows]],
+                                embeddings=embeddings[rows], reference=self.references.get(batch.prompt_ids[start])))
             batch.similarities.append(cosine_similarity_matrix(embeddings[rows]))
-            method_values.append(score.metrics)
+        started = time.perf_counter()
+        batch.scores = list(self.score_batch(groups, self.hyperparameters, probe))
+        scoring_seconds += time.perf_counter() - started
+        if len(batch.scores) != len(groups):
+            raise RuntimeError(f"the batch scorer returned {len(batch.scores)} scores for {len(groups)} groups")
+        for score in batch.scores:
+            batch.rewards.extend(float(r) for r in score.rewards)
+        method_values = [score.metrics for score in batch.scores]
         self._batch = batch
         self._log_means(method_values)
-        if self.method == "evol_rl" and self.model.training:  # the embeddings and the novelty: the paper's overhead
-            self._metrics["train"]["time/novelty"].append(novelty_seconds)
+        if self.scoring_timer and self.model.training:  # e.g. EVOL-RL's embeddings + novelty: the paper's overhead
+            self._metrics["train"][self.scoring_timer].append(scoring_seconds)
         return batch.rewards
 
     def _log_means(self, values: list[dict]) -> None:

@@ -15,7 +15,7 @@ from rl.events import tail_events
 from webapp.alerts import engine as alerts
 from webapp.live import push
 from webapp.runs import lifecycle
-from webapp.runs.models import Group, MetricPoint, Rollout, Run, RunEvent
+from webapp.runs.models import Group, MetricPoint, Rollout, Run, RunEvent, RZeroQuestion
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +84,9 @@ def _live_message(event: dict) -> dict | None:
         }
     if kind == "stage":
         return {"type": "stage", **{k: v for k, v in event.items() if k not in ("seq", "time", "type")}}
+    if kind == "questions":  # the page links the set; its rows are read from the database
+        return {"type": "questions", "iteration": event["iteration"], "offset": event["offset"],
+                "count": len(event.get("questions", [])), "total": event["total"]}
     if kind == "status":
         return {"type": "status", "state": event.get("state"), "message": event.get("message", ""), "source": "trainer"}
     return None
@@ -110,12 +113,13 @@ def ingest_events(run: Run, events: list[dict]) -> int:
                     type=e["type"],
                     time=e.get("time", 0.0),
                     step=e.get("step"),
-                    payload=_json_safe({k: v for k, v in e.items() if k != "rollouts"}),
+                    payload=_json_safe({k: v for k, v in e.items() if k not in ROWS_STORED_APART}),
                 )
                 for e in new
             ]
         )
         _store_groups(run, new)
+        _store_rzero_questions(run, new)
         new = [_with_derived_health(run, e) for e in new]
         _store_metrics(run, new)
         steps = [e["step"] for e in new if isinstance(e.get("step"), int)]
@@ -134,6 +138,9 @@ def ingest_events(run: Run, events: list[dict]) -> int:
             lifecycle.announce_progress(run, {k: _number(v) for k, v in trained[-1]["values"].items() if k in RUN_LIST_HEALTH})
     return len(new)
 
+
+# Lists of an event that become rows of their own table (Rollout, RZeroQuestion) rather than event payload.
+ROWS_STORED_APART = ("rollouts", "questions")
 
 # The few health figures the run list shows for each run.
 RUN_LIST_HEALTH = ("entropy", "response_length/mean", "majority_ratio", "similarity/mean", "invalid_ratio")
@@ -218,3 +225,32 @@ def _store_groups(run, events):
                 )
             )
     Rollout.objects.bulk_create(rollouts, batch_size=1000)
+
+
+def _store_rzero_questions(run, events):
+    """R-Zero question sets (`questions` events, in log order). A set starts at offset 0: a set of the same
+    iteration written again (a questions phase that ran again after a resume) replaces the earlier rows."""
+    for e in events:
+        if e["type"] != "questions":
+            continue
+        if e["offset"] == 0:
+            RZeroQuestion.objects.filter(run=run, iteration=e["iteration"]).delete()
+        RZeroQuestion.objects.bulk_create(
+            [
+                RZeroQuestion(
+                    run=run,
+                    seq=e["seq"],
+                    iteration=e["iteration"],
+                    index=e["offset"] + i,
+                    question_id=_text(str(q["id"])),
+                    question=_text(q.get("question")),
+                    text=_text(q.get("text") or ""),
+                    p_hat=_number(q.get("p_hat")),
+                    pseudo_label=_text(q.get("pseudo_label")),
+                    answers=_json_safe(q.get("answers") or []),
+                    kept=bool(q.get("kept")),
+                )
+                for i, q in enumerate(e.get("questions", []))
+            ],
+            batch_size=1000,
+        )

@@ -38,9 +38,9 @@ def trainer_command(run: Run, config_path, resume: bool) -> list[str]:
 
 
 def uses_references(run: Run) -> bool:
-    """DARL and RLPR score against references unless told to use the majority answer as a
-    pseudo-reference, in which case they run label-free and get no reference at all."""
-    return get_method(run.method).needs_references and not run.hyperparameters.get("use_majority_as_reference")
+    """Whether the run's method reads y* with these hyperparameters (Method.reference_field_for): a
+    variant that votes its own reference runs label-free and gets no reference at all."""
+    return get_method(run.method).reference_field_for(run.hyperparameters) is not None
 
 
 def _set_aside_stale_run_dir(run: Run) -> None:

@@ -297,6 +297,19 @@
   }
   (initial.stages || []).forEach(showStage);
 
+  // R-Zero question sets: a link per iteration, added when its set is ingested (`questions` messages).
+  function addIterationLink(m) {
+    const p = document.getElementById("iteration-links");
+    if (!p || p.querySelector('[data-iteration="' + m.iteration + '"]')) return;
+    document.getElementById("stages-card").hidden = false;
+    const a = document.createElement("a");
+    a.href = p.dataset.href + "?iteration=" + m.iteration;
+    a.textContent = "Iteration " + m.iteration + " questions";
+    a.dataset.iteration = String(m.iteration);
+    p.appendChild(a);
+    p.appendChild(document.createTextNode(" "));
+  }
+
   // ------------------------------------------------------------------ live
 
   const indicator = document.getElementById("live-indicator");
@@ -310,6 +323,7 @@
 
   const handlers = {
     stage: showStage,
+    questions: addIterationLink,
     metrics: function (m) {
       if (lastStep === null || m.step > lastStep) { lastStep = m.step; setText("run-step", String(m.step)); }
       Object.keys(m.values).forEach(function (name) { board.add(name, KEY, [m.step], [m.values[name]], [m.time]); });

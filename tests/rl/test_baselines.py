@@ -37,7 +37,7 @@ class _StatsProbe:
 def _em_group(n):
     import numpy as np
 
-    from rl.scoring import Group
+    from rl.groups import Group
 
     return Group(prompt_id="p", prompt="q", texts=["\\boxed{1}"] * n, answers=["1"] * n, prompt_ids=[1],
                  completion_ids=[[2, 3]] * n, embeddings=np.eye(n))
@@ -46,17 +46,16 @@ def _em_group(n):
 def test_the_em_scorers_sum_by_default_and_follow_the_aggregation_hyperparameter():
     from rl.methods import METHODS, validate_hyperparameters
     from rl.probes import TokenStatistics
-    from rl.scoring import GROUP_SCORERS
 
     stats = [TokenStatistics(top1=[0.9, 0.9], top2=[0.1, 0.1], entropy=[0.5, 1.5], logprob=[math.log(0.5), math.log(0.25)])] * 2
     for method in ("em_token", "em_sequence"):
         assert METHODS[method].defaults()["aggregation"] == "sum"
     hp = validate_hyperparameters("em_token", {"n_votes": 2, "n_train": 2})
-    assert GROUP_SCORERS["em_token"](_em_group(2), hp, _StatsProbe(stats)).rewards == pytest.approx([-2.0, -2.0])
+    assert METHODS["em_token"].scorer(_em_group(2), hp, _StatsProbe(stats)).rewards == pytest.approx([-2.0, -2.0])
     hp = validate_hyperparameters("em_token", {"n_votes": 2, "n_train": 2, "aggregation": "mean"})
-    assert GROUP_SCORERS["em_token"](_em_group(2), hp, _StatsProbe(stats)).rewards == pytest.approx([-1.0, -1.0])
+    assert METHODS["em_token"].scorer(_em_group(2), hp, _StatsProbe(stats)).rewards == pytest.approx([-1.0, -1.0])
     hp = validate_hyperparameters("em_sequence", {"n_votes": 2, "n_train": 2})
-    assert GROUP_SCORERS["em_sequence"](_em_group(2), hp, _StatsProbe(stats)).rewards == pytest.approx([-3 * math.log(2)] * 2)
+    assert METHODS["em_sequence"].scorer(_em_group(2), hp, _StatsProbe(stats)).rewards == pytest.approx([-3 * math.log(2)] * 2)
 
 
 def test_self_consistency_is_the_share_of_the_group_agreeing():

@@ -99,7 +99,8 @@ def test_a_two_process_ttrl_run_votes_over_whole_groups_and_logs_each_once(tmp_p
 
 def test_a_multi_process_launch_of_r_zero_or_an_uneven_split_fails_with_one_clear_message(tmp_path):
     write_prompts(tmp_path / "prompts.jsonl")
-    cases = [({"method": "r_zero"}, "r_zero runs on one process only"),
+    cases = [({"method": "r_zero", "hyperparameters": {**SMALL, "prompts_per_update": 1}},
+              "r_zero runs on one process only"),
              ({"hyperparameters": {**MP_SMALL, "n_votes": 3, "n_train": 2, "prompts_per_step": 1}},
               "do not split evenly over 2 processes")]
     for k, (overrides, message) in enumerate(cases):

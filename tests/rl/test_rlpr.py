@@ -8,7 +8,8 @@ import torch
 from rl.methods import METHODS, validate_hyperparameters
 from rl.policy import load_policy
 from rl.rewards.baselines import rlpr_debiased_reward, rlpr_std_filter
-from rl.scoring import GROUP_SCORERS, Group, PolicyProbe
+from rl.groups import Group
+from rl.policy_probe import PolicyProbe
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +37,10 @@ class TableProbe:
     def __init__(self, table):
         self.table = table
 
-    def reasoning_prefix_ids(self, group):
+    def reasoning_prefix_ids(self, group, opener="\\boxed{"):
         return [[j] for j in range(len(group.texts))]
 
-    def answer_prefix_ids(self, group):
+    def answer_prefix_ids(self, group, opener="\\boxed{"):
         return [99]
 
     def answer_probabilities_from_ids(self, prefix_ids, answers):
@@ -59,13 +60,13 @@ def test_score_rlpr_is_the_debiased_probability_of_the_reference():
     """
     probe = TableProbe({0: 0.9, 1: 0.5, 2: 0.2, 3: 0.6, 99: 0.4})
     hp = validate_hyperparameters("rlpr", {"n_votes": 4, "n_train": 4})
-    score = GROUP_SCORERS["rlpr"](rlpr_group(4), hp, probe)
+    score = METHODS["rlpr"].scorer(rlpr_group(4), hp, probe)
     assert score.rewards == pytest.approx([0.5, 0.1, 0.0, 0.2])
     assert [e["r_ref"] for e in score.extras] == pytest.approx([0.9, 0.5, 0.2, 0.6])
     assert all(e["r_ref_without_reasoning"] == pytest.approx(0.4) for e in score.extras)
     assert score.skip_training is False
     no_debias = validate_hyperparameters("rlpr", {"n_votes": 4, "n_train": 4, "use_debiasing": False})
-    assert GROUP_SCORERS["rlpr"](rlpr_group(4), no_debias, probe).rewards == pytest.approx([0.9, 0.5, 0.2, 0.6])
+    assert METHODS["rlpr"].scorer(rlpr_group(4), no_debias, probe).rewards == pytest.approx([0.9, 0.5, 0.2, 0.6])
 
 
 # ---------------------------------------------------------------- standard-deviation filtering
@@ -83,11 +84,11 @@ def test_score_rlpr_marks_a_low_std_group_as_not_trained():
     # every reasoning gives r = 0.9, r′ = 0.4: r̂ = 0.5 for all, std 0 < β
     probe = TableProbe({0: 0.9, 1: 0.9, 2: 0.9, 3: 0.9, 99: 0.4})
     hp = validate_hyperparameters("rlpr", {"n_votes": 4, "n_train": 4})
-    score = GROUP_SCORERS["rlpr"](rlpr_group(4), hp, probe)
+    score = METHODS["rlpr"].scorer(rlpr_group(4), hp, probe)
     assert score.rewards == pytest.approx([0.5] * 4) and score.skip_training is True
     assert score.metrics["rlpr/filtered_ratio"] == 1.0
     off = validate_hyperparameters("rlpr", {"n_votes": 4, "n_train": 4, "std_filter_threshold": 0.0})
-    assert GROUP_SCORERS["rlpr"](rlpr_group(4), off, probe).skip_training is False
+    assert METHODS["rlpr"].scorer(rlpr_group(4), off, probe).skip_training is False
 
 
 def test_the_trainer_leaves_a_skipped_group_out_of_the_update():
@@ -115,37 +116,41 @@ def test_the_probes_score_the_exact_generated_ids_bos_included(policy):
     """A Llama-style prompt starts with BOS, which re-tokenising the decoded text drops.
 
     The reasoning prefix must be the prompt ids (BOS first) followed by the completion's own ids up to
-    and including `\\boxed{`; r(y*) must equal a direct forward pass on those ids plus y*.
+    and including where the answer starts (RLPR/DARL's template: `<answer>`); r(y*) must equal a direct
+    forward pass on those ids plus y*.
     """
     model, tokenizer = policy
     bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
     prompt = "What is 2 + 3?"
     prompt_ids = [bos] + tokenizer(prompt, add_special_tokens=False)["input_ids"]
-    completions = [" 2 + 3 = 5. The answer is \\boxed{5}.", " I guess \\boxed{6}", " no idea"]
+    completions = [" <think> 2 + 3 = 5. </think> <answer>5</answer>", " <think> guess </think> <answer>6</answer>",
+                   " no idea"]
     completion_ids = [tokenizer(c, add_special_tokens=False)["input_ids"] + [eos] for c in completions]
     texts = [tokenizer.decode(ids, skip_special_tokens=True) for ids in completion_ids]
     group = Group(prompt_id="p", prompt=prompt, texts=texts, answers=["5", "6", None], prompt_ids=prompt_ids,
                   completion_ids=completion_ids, embeddings=np.eye(3), reference="5")
     probe = PolicyProbe(model, tokenizer, temperature=1.0)
-    prefixes = probe.reasoning_prefix_ids(group)
+    opener = METHODS["rlpr"].answer_opener
+    assert opener == "<answer>"
+    prefixes = probe.reasoning_prefix_ids(group, opener)
     for ids, prefix, text in zip(completion_ids, prefixes, texts):
         assert prefix[: len(prompt_ids)] == prompt_ids  # BOS kept
         z = prefix[len(prompt_ids):]
-        if "\\boxed{" in text:
+        if opener in text:
             assert z == ids[: len(z)]  # the completion's own ids, not a re-tokenisation
-            assert tokenizer.decode(z).endswith("\\boxed{")
+            assert tokenizer.decode(z).endswith(opener)
         else:  # no answer: the whole completion (EOS left out) and then the answer opener
             assert z[: len(ids) - 1] == ids[:-1] and eos not in z
     answer_ids = tokenizer("5", add_special_tokens=False)["input_ids"]
     expected = [_direct_mean_probability(model, prefix, answer_ids) for prefix in prefixes]
     hp = validate_hyperparameters("rlpr", {"n_votes": 3, "n_train": 3, "use_debiasing": False})
-    assert [e["r_ref"] for e in GROUP_SCORERS["rlpr"](group, hp, probe).extras] == pytest.approx(expected, abs=1e-5)
+    assert [e["r_ref"] for e in METHODS["rlpr"].scorer(group, hp, probe).extras] == pytest.approx(expected, abs=1e-5)
     # r′: the prompt ids (BOS first) and the answer opener, without the reasoning
-    assert probe.answer_prefix_ids(group)[: len(prompt_ids)] == prompt_ids
-    r_prime = _direct_mean_probability(model, probe.answer_prefix_ids(group), answer_ids)
+    assert probe.answer_prefix_ids(group, opener)[: len(prompt_ids)] == prompt_ids
+    r_prime = _direct_mean_probability(model, probe.answer_prefix_ids(group, opener), answer_ids)
     hp = validate_hyperparameters("rlpr", {"n_votes": 3, "n_train": 3})
-    extras = GROUP_SCORERS["rlpr"](group, hp, probe).extras
+    extras = METHODS["rlpr"].scorer(group, hp, probe).extras
     assert extras[0]["r_ref_without_reasoning"] == pytest.approx(r_prime, abs=1e-5)
     # DARL scores the same ids: r(y*, z, x) equal to RLPR's r
-    darl = GROUP_SCORERS["darl"](group, validate_hyperparameters("darl", {"n_votes": 3, "n_train": 3}), probe)
+    darl = METHODS["darl"].scorer(group, validate_hyperparameters("darl", {"n_votes": 3, "n_train": 3}), probe)
     assert [e["r_ref"] for e in darl.extras] == pytest.approx(expected, abs=1e-5)

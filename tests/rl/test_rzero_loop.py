@@ -5,6 +5,7 @@ The challenger and solver are both the default policy, which learned the challen
 """
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -14,14 +15,17 @@ import pytest
 
 from rl.answers import majority_vote
 from rl.events import read_events, validate_event
-from rl.policy import heldout_problems
+from rl.policy import DEFAULT_POLICY_DIR, heldout_problems
 from rl.rewards.rzero import extract_question, keep_for_solver, solver_agreement
 
 REPO = Path(__file__).resolve().parents[2]
 SENTINEL = "LABEL-SENTINEL-7319"  # the prompt file's labels: must never show up anywhere in the run
 TINY = {"iterations": 1, "challenger_steps": 1, "solver_steps": 1, "questions_per_iteration": 24,
-        "challenger_rollouts": 4, "prompts_per_step": 2, "solver_samples": 10, "n_votes": 4, "n_train": 4,
-        "max_completion_length": 48, "learning_rate": 1e-4, "eval_every": 0}
+        "challenger_rollouts": 4, "prompts_per_step": 2, "prompts_per_update": 1, "solver_samples": 10, "n_votes": 4,
+        "n_train": 4, "max_completion_length": 48, "learning_rate": 1e-4, "eval_every": 0}
+# smaller still, and a filter that keeps any question with a majority answer, so that the solver phase always runs
+QUICK = {**TINY, "questions_per_iteration": 8, "challenger_rollouts": 2, "solver_samples": 4, "keep_low": 1,
+         "keep_high": 4, "max_completion_length": 32}
 QUESTION_FIELDS = {"id", "question", "p_hat", "pseudo_label", "answers"}
 
 
@@ -34,10 +38,12 @@ def write_config(tmp: Path, **hyperparameters) -> Path:
     return tmp / "config.json"
 
 
-def run_trainer(config: Path, out: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rl.train", "--config", str(config), "--out", str(out)], cwd=REPO,
-                          env={"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
-                          capture_output=True, text=True, timeout=300)
+ENV = {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+
+
+def run_trainer(config: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rl.train", "--config", str(config), "--out", str(out), *extra],
+                          cwd=REPO, env=ENV, capture_output=True, text=True, timeout=420)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -141,7 +147,97 @@ def test_checkpoints_and_state_mark_the_iteration_as_finished(one_iteration):
     assert (state["iteration"], state["phase"]) == (1, "solver")
     assert (run_dir / "checkpoints" / "iteration-1" / "challenger" / "model.safetensors").is_file()
     paths = [e["path"] for e in events if e["type"] == "checkpoint"]
-    assert paths[0] == "checkpoints/iteration-1/challenger"
+    assert "checkpoints/iteration-1/challenger" in paths
+    # the phase's TRL checkpoint (named by its rollout-batch step) was written, then dropped once the phase ended
+    assert "checkpoints/iteration-1/challenger-checkpoints/checkpoint-1" in paths
+    assert not (run_dir / "checkpoints" / "iteration-1" / "challenger-checkpoints").exists()
+
+
+def test_the_question_set_reaches_the_event_log_row_for_row(one_iteration):
+    _, events, run_dir = one_iteration
+    sets = [e for e in events if e["type"] == "questions"]
+    assert sets and all(e["iteration"] == 1 and e["total"] == TINY["questions_per_iteration"] for e in sets)
+    assert [e["offset"] for e in sets] == [sum(len(s["questions"]) for s in sets[:i]) for i in range(len(sets))]
+    logged = [row for e in sets for row in e["questions"]]
+    assert logged == read_jsonl(run_dir / "rzero" / "iteration-1" / "pool.jsonl")
+    finished = next(e for e in events if e["type"] == "stage" and e["phase"] == "questions" and e["state"] == "finished")
+    assert sets[-1]["seq"] < finished["seq"]
+
+
+def test_the_challenger_trains_on_the_shared_trainer_with_per_rollout_entropy(one_iteration):
+    _, events, _ = one_iteration
+    challenger = [e for e in events if e["type"] == "group" and e["prompt_id"].startswith("challenger-")]
+    assert all(r["entropy"] is not None and r["advantage"] is not None for g in challenger for r in g["rollouts"])
+    assert all(g["similarity"] is not None for g in challenger)
+    (step,) = [e for e in events if e["type"] == "metrics" and "rzero/format_rate" in e["values"]]
+    # the trainer's numbers, renamed so that they do not mix with the solver's DESIGN §5 series
+    assert {"rzero/challenger_entropy", "rzero/challenger_clip_ratio_high", "rzero/challenger_loss"} <= set(step["values"])
+    assert not {"entropy", "reward/mean", "loss"} & set(step["values"])
+
+
+# ---------------------------------------------------------------- the untrained-challenger baseline, resume
+
+
+def test_with_no_challenger_steps_the_base_model_writes_the_pool_and_the_solver_trains(tmp_path):
+    """R-Zero Table 3's "Base Challenger": no challenger training, the untrained model writes the questions."""
+    result = run_trainer(write_config(tmp_path, **{**QUICK, "challenger_steps": 0}), tmp_path / "run")
+    assert result.returncode == 0, result.stderr[-3000:]
+    events = read_events(tmp_path / "run" / "events.jsonl")
+    for event in events:
+        validate_event(event)
+    stages = [(e["phase"], e["state"]) for e in events if e["type"] == "stage"]
+    assert stages[:3] == [("challenger", "skipped"), ("questions", "started"), ("questions", "finished")]
+    assert not [e for e in events if e["type"] == "group" and e["prompt_id"].startswith("challenger-")]
+    assert not (tmp_path / "run" / "checkpoints" / "iteration-1" / "challenger").exists()
+    state = json.loads((tmp_path / "run" / "rzero" / "state.json").read_text())
+    assert Path(state["challenger"]) == DEFAULT_POLICY_DIR
+    assert [e for e in events if e["type"] == "questions"]
+    solver_steps = [e["step"] for e in events if e["type"] == "metrics" and "reward/mean" in e["values"]]
+    assert solver_steps == [1] and events[-1]["state"] == "succeeded"
+
+
+def test_sigterm_inside_a_phase_checkpoints_it_and_resume_continues_from_that_step(tmp_path):
+    run_dir = tmp_path / "run"
+    long = write_config(tmp_path, **{**QUICK, "challenger_steps": 50, "save_every": 0})
+    process = subprocess.Popen([sys.executable, "-m", "rl.train", "--config", str(long), "--out", str(run_dir)],
+                               cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 300
+        while not [e for e in read_events(run_dir / "events.jsonl") if e["type"] == "metrics"]:
+            assert process.poll() is None, process.stderr.read()[-3000:]
+            assert time.time() < deadline, "no challenger step finished in time"
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) == 0, process.stderr.read()[-3000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stderr.close()
+
+    events = read_events(run_dir / "events.jsonl")
+    done = [e["step"] for e in events if e["type"] == "metrics"]
+    assert done == list(range(1, len(done) + 1)) and len(done) < 50
+    assert events[-1]["state"] == "cancelled" and "from its last checkpoint" in events[-1]["message"]
+    assert [(e["phase"], e["state"]) for e in events if e["type"] == "stage"][-1] == ("challenger", "cancelled")
+    (checkpoint,) = [e for e in events if e["type"] == "checkpoint"]
+    assert checkpoint["step"] == done[-1]
+    assert checkpoint["path"] == f"checkpoints/iteration-1/challenger-checkpoints/checkpoint-{done[-1]}"
+    assert (run_dir / checkpoint["path"] / "trainer_state.json").is_file()
+
+    resumed = write_config(tmp_path, **{**QUICK, "challenger_steps": done[-1] + 1, "save_every": 0})
+    result = run_trainer(resumed, run_dir, "--resume")
+    assert result.returncode == 0, result.stderr[-3000:]
+    events = read_events(run_dir / "events.jsonl")
+    for event in events:
+        validate_event(event)
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    assert any(e["type"] == "log" and f"continues from checkpoints/iteration-1/challenger-checkpoints/checkpoint-"
+               f"{done[-1]}" in e["message"] for e in events)
+    challenger_steps = [e["step"] for e in events if e["type"] == "metrics" and "rzero/format_rate" in e["values"]]
+    assert challenger_steps == list(range(1, done[-1] + 2))  # the phase went on from its checkpoint: no step twice
+    solver_steps = [e["step"] for e in events if e["type"] == "metrics" and "reward/mean" in e["values"]]
+    assert solver_steps == [done[-1] + 2]  # one step counter across the phases
+    assert events[-1]["state"] == "succeeded"
 
 
 @pytest.mark.parametrize("override, field", [({"keep_high": 11}, "keep_high"), ({"challenger_rollouts": 1},
@@ -153,40 +249,3 @@ def test_a_bad_r_zero_config_fails_before_training_with_a_clear_message(tmp_path
     (status,) = [e for e in read_events(tmp_path / "run" / "events.jsonl") if e["type"] == "status"]
     assert status["state"] == "failed" and field in status["message"]
     assert not (tmp_path / "run" / "rzero").exists()
-
-
-# ---------------------------------------------------------------- the two reward functions, without a model
-
-
-def test_the_challenger_reward_is_uncertainty_minus_the_repetition_penalty_and_zero_without_tags(monkeypatch):
-    from rl import rzero_phases
-    from rl.methods import validate_hyperparameters
-
-    # a solver that splits 5/5 on every question: p̂ = 0.5, so r_uncertainty = 1
-    monkeypatch.setattr(rzero_phases, "solver_answers", lambda solver, tokenizer, questions, hp, stop=None:
-                        [["1"] * 5 + ["2"] * 5 for _ in questions])
-    reward = rzero_phases.ChallengerReward(None, None, validate_hyperparameters("r_zero", {}), group_size=4)
-    logged = {}
-    texts = ["<question>Sam has 23 apples and buys 45 more. How many apples does Sam have now?</question>",
-             "Sam has 23 apples.",  # no tags: the format check fails
-             "<question>A box holds 12 coins. Mia puts in 30 more. How many coins are in the box?</question>",
-             "<question>Sam has 23 apples and buys 45 more. How many apples does Sam have now?</question>"]
-    rewards = reward(prompts=[""] * 4, completions=texts, completion_ids=[[0]] * 4, prompt_id=["challenger-0"] * 4,
-                     log_metric=logged.__setitem__)
-    # the two identical questions share a cluster of 2 of the 3 valid ones: 1 − 2/3; the other: 1 − 1/3
-    assert rewards == pytest.approx([1 / 3, 0.0, 2 / 3, 1 / 3])
-    assert logged["rzero/format_rate"] == 0.75 and logged["rzero/uncertainty_mean"] == 1.0
-    (group,) = reward.pop_groups()
-    assert [r["valid"] for r in group["rollouts"]] == [True, False, True, True]
-
-
-def test_the_solver_reward_is_agreement_with_the_pseudo_label_not_with_its_own_majority():
-    from rl.rzero_phases import SolverReward
-
-    reward = SolverReward({"it1-q0": "1"}, group_size=4)
-    texts = ["\\boxed{2}", "\\boxed{2}", "\\boxed{2}", "\\boxed{1}"]
-    rewards = reward(prompts=[""] * 4, completions=texts, completion_ids=[[0]] * 4, prompt_id=["it1-q0"] * 4,
-                     log_metric=lambda name, value: None)
-    assert rewards == [0.0, 0.0, 0.0, 1.0]
-    (group,) = reward.pop_groups()
-    assert group["majority_answer"] == "1" and [r["in_majority"] for r in group["rollouts"]] == [False] * 3 + [True]

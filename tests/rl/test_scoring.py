@@ -1,14 +1,15 @@
-"""rl.scoring and rl.probes in process: the group scorers and the forward passes they rely on."""
+"""The methods' group scorers (rl/methods/) and the forward passes they rely on (rl.probes, rl.policy_probe)."""
 
 import numpy as np
 import pytest
 import torch
 
-from rl.methods import METHODS, reference_field, validate_hyperparameters
+from rl.groups import Group, reasoning_prefix
+from rl.methods import METHODS, validate_hyperparameters
 from rl.policy import load_policy
 from rl.probes import _chunks, answer_probabilities, token_statistics
 from rl.rewards.darl import answer_probability
-from rl.scoring import GROUP_SCORERS, Group, PolicyProbe, answer_rule, reasoning_prefix
+from rl.policy_probe import PolicyProbe
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +20,7 @@ def policy():
 
 
 def make_group(texts, method="ttrl", reference=None, embeddings=None):
-    rule = answer_rule(method)
+    rule = METHODS[method].answer_rule
     g = len(texts)
     return Group(prompt_id="p", prompt="What is 2 + 3?", texts=list(texts), answers=[rule(t) for t in texts],
                  prompt_ids=[5, 6, 7], completion_ids=[[8, 9]] * g,
@@ -27,7 +28,7 @@ def make_group(texts, method="ttrl", reference=None, embeddings=None):
 
 
 def test_every_method_but_r_zero_has_a_group_scorer():
-    assert set(GROUP_SCORERS) == set(METHODS) - {"r_zero"}
+    assert {name for name, m in METHODS.items() if m.scorer is not None} == set(METHODS) - {"r_zero"}
 
 
 def test_batched_answer_probabilities_equal_the_one_at_a_time_reference_implementation(policy):
@@ -50,7 +51,9 @@ def test_token_statistics_match_a_direct_forward_pass_whatever_the_chunking(poli
     narrow = token_statistics(model, [prompt_ids] * 3, completions, temperature=0.7, token_budget=1)
     for a, b, ids in zip(wide, narrow, completions):
         assert len(a.top1) == len(a.entropy) == len(a.logprob) == len(ids)
-        assert a.logprob == pytest.approx(b.logprob, abs=1e-5) and a.entropy == pytest.approx(b.entropy, abs=1e-5)
+        # float32 sums in different chunk shapes: relative agreement for log-probabilities far below 0
+        assert a.logprob == pytest.approx(b.logprob, rel=1e-6, abs=1e-5)
+        assert a.entropy == pytest.approx(b.entropy, abs=1e-5)
         assert all(t1 >= t2 >= 0 for t1, t2 in zip(a.top1, a.top2))
         assert all(h >= -1e-6 for h in a.entropy)
     with torch.no_grad():
@@ -68,7 +71,7 @@ def test_chunks_respect_the_token_budget_and_keep_every_row():
 def test_evol_rl_gives_minus_one_to_a_box_without_a_digit_and_keeps_the_bands():
     texts = ["so \\boxed{5}", "so \\boxed{5}", "so \\boxed{6}", "so \\boxed{x}"]
     hp = validate_hyperparameters("evol_rl", {"n_votes": 4, "n_train": 4})
-    score = GROUP_SCORERS["evol_rl"](make_group(texts, "evol_rl"), hp, probe=None)
+    score = METHODS["evol_rl"].scorer(make_group(texts, "evol_rl"), hp, probe=None)
     assert score.majority_answer == "5"
     assert score.rewards[3] == -1.0  # EVOL-RL App. C.4: invalid
     assert all(0.5 <= r <= 1.0 for r in score.rewards[:2]) and -1.0 <= score.rewards[2] <= -0.5
@@ -79,7 +82,7 @@ def test_evol_rl_without_novelty_falls_back_to_the_ttrl_reward():
     # the "−Novelty Reward" ablation of EVOL-RL Table 4 removes the novelty-aware reward: TTRL's 1/0 remains
     texts = ["\\boxed{5}", "\\boxed{5}", "\\boxed{6}", "no answer"]
     hp = validate_hyperparameters("evol_rl", {"n_votes": 4, "n_train": 4, "use_novelty": False})
-    score = GROUP_SCORERS["evol_rl"](make_group(texts, "evol_rl"), hp, None)
+    score = METHODS["evol_rl"].scorer(make_group(texts, "evol_rl"), hp, None)
     assert score.rewards == [1.0, 1.0, 0.0, 0.0] and score.majority_answer == "5"
 
 
@@ -98,7 +101,7 @@ def test_evol_rl_scores_novelty_over_all_n_votes_and_trains_on_the_first_n_train
     texts = ["\\boxed{5}"] * 3 + ["\\boxed{6}"]
     embeddings = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
     hp = validate_hyperparameters("evol_rl", {"n_votes": 4, "n_train": 2})
-    score = GROUP_SCORERS["evol_rl"](make_group(texts, "evol_rl", embeddings=embeddings), hp, None)
+    score = METHODS["evol_rl"].scorer(make_group(texts, "evol_rl", embeddings=embeddings), hp, None)
     assert score.rewards == pytest.approx([0.5, 1.0, 0.5, -0.5])
     raw = [e["novelty_raw"] for e in score.extras]
     assert raw == pytest.approx([0.25, 0.5, 0.25, 1 / 3])
@@ -110,24 +113,25 @@ def test_evol_rl_scores_novelty_over_all_n_votes_and_trains_on_the_first_n_train
 
 def test_darl_with_the_majority_as_reference_ignores_the_reference_field(policy):
     probe = PolicyProbe(*policy, temperature=1.0)
-    texts = [" 2 + 3 = 5. The answer is \\boxed{5}."] * 3 + [" 2 + 3 = 6. The answer is \\boxed{6}."]
+    texts = [" <think> 2 + 3 = 5. </think> <answer>5</answer>"] * 3 + [" <think> 2 + 3 = 6. </think> <answer>6</answer>"]
     hp = validate_hyperparameters("darl", {"n_votes": 4, "n_train": 4, "use_majority_as_reference": True})
-    a = GROUP_SCORERS["darl"](make_group(texts, "darl", reference="5"), hp, probe)
-    b = GROUP_SCORERS["darl"](make_group(texts, "darl", reference="999"), hp, probe)
+    a = METHODS["darl"].scorer(make_group(texts, "darl", reference="5"), hp, probe)
+    b = METHODS["darl"].scorer(make_group(texts, "darl", reference="999"), hp, probe)
     assert a.rewards == b.rewards
     assert {"darl/r_ref_mean", "darl/r_gen_mean"} <= set(a.metrics)
 
 
 def test_the_reference_field_contract():
-    assert reference_field("darl", {"use_majority_as_reference": False}) == "reference"
-    assert reference_field("darl", {"use_majority_as_reference": True}) is None
-    assert reference_field("rlpr", {}) == "reference"
-    assert reference_field("rlvr", {}) == "label"
-    label_free = [m for m in METHODS if METHODS[m].label_free]
-    assert all(reference_field(m, {}) is None for m in label_free)
+    assert METHODS["darl"].reference_field_for({"use_majority_as_reference": False}) == "reference"
+    assert METHODS["darl"].reference_field_for({"use_majority_as_reference": True}) is None
+    assert METHODS["rlpr"].reference_field_for({}) == "reference"
+    assert METHODS["rlvr"].reference_field_for({}) == "label"
+    label_free = [m for m in METHODS.values() if m.label_free]
+    assert all(m.reference_field_for({}) is None for m in label_free)
     assert METHODS["darl"].to_json()["reference_field"] == "reference"
 
 
 def test_reasoning_prefix_ends_where_the_final_answer_starts():
     assert reasoning_prefix("a \\boxed{1} then \\boxed{2}.") == "a \\boxed{1} then \\boxed{"
     assert reasoning_prefix("no answer") == "no answer \\boxed{"
+    assert reasoning_prefix("<think> 7 </think> <answer>7</answer>", "<answer>") == "<think> 7 </think> <answer>"

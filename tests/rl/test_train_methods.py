@@ -17,7 +17,8 @@ from rl.methods import validate_hyperparameters
 from rl.policy import heldout_problems
 from tests.rl.test_train_cli import REQUIRED_METRICS, events_of, of_type, run_trainer, write_config
 
-SMALL = {"n_votes": 8, "n_train": 4, "prompts_per_step": 2, "max_completion_length": 32, "learning_rate": 1e-4,
+SMALL = {"n_votes": 8, "n_train": 4, "prompts_per_step": 2, "prompts_per_update": 1, "max_completion_length": 32,
+         "learning_rate": 1e-4,
          "save_every": 0, "eval_every": 0}
 # case id -> (method, extra hyperparameters, method metrics every step must carry, rollout extra keys)
 CASES = {
@@ -30,9 +31,12 @@ CASES = {
     "em_token": ("em_token", {}, set(), {"mean_token_entropy"}),
     "em_sequence": ("em_sequence", {}, set(), {"mean_token_logprob"}),
     "self_consistency": ("self_consistency", {}, set(), set()),
+    "intuitor": ("intuitor", {}, {"intuitor/self_certainty_mean"}, {"self_certainty"}),
+    "empo": ("empo", {}, {"empo/semantic_entropy_mean"}, {"semantic_class", "class_share"}),
     "rlvr": ("rlvr", {}, set(), set()),
 }
-LABEL_FREE = ["ttrl", "evol_rl", "compass", "darl_majority", "em_token", "em_sequence", "self_consistency"]
+LABEL_FREE = ["ttrl", "evol_rl", "compass", "darl_majority", "em_token", "em_sequence", "self_consistency", "intuitor",
+              "empo"]
 WALL_SECONDS: dict[str, float] = {}
 
 

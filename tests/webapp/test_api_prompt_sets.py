@@ -39,6 +39,18 @@ def test_it_uploads_verl_parquet_with_ground_truth_as_labels(api_client, shared_
     assert body["row_count"] == 480 and body["has_labels"] is True and body["format"] == "verl_parquet"
 
 
+def test_a_chat_uploads_system_message_is_stored_and_reaches_the_trainer(api_client, shared_datasets):
+    from webapp.prompts.models import PromptSet
+
+    data = (shared_datasets / "aime24_verl.parquet").read_bytes()
+    body = upload(api_client, "verl", data, "aime24_verl.parquet").json()
+    assert body["preview"][0]["system"] == "Please reason step by step, and put your final answer within \\boxed{}."
+    row = next(PromptSet.objects.get(pk=body["id"]).trainer_rows())
+    assert row["system"] == body["preview"][0]["system"] and "step by step" not in row["prompt"]
+    plain = upload(api_client, "plain", b"What is 2+2?\n", "p.txt").json()
+    assert "system" not in next(PromptSet.objects.get(pk=plain["id"]).trainer_rows())
+
+
 def test_it_uploads_plain_text_without_labels(api_client):
     body = upload(api_client, "plain", b"What is 2+2?\n\nWhat is 3+5?\n", "prompts.txt").json()
     assert body["row_count"] == 2 and body["has_labels"] is False

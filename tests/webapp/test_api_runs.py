@@ -31,6 +31,16 @@ def test_it_lists_methods_with_their_defaults(api_client):
     assert ttrl["n_votes"]["default"] == 64 and ttrl["n_train"]["default"] == 32
 
 
+def test_it_lists_intuitor_and_empo_with_their_papers_defaults_and_where_they_come_from(api_client):
+    methods = {m["name"]: m for m in api_client.get("/api/methods").json()["methods"]}
+    for name, paper, group_size in (("intuitor", "2505.19590", 7), ("empo", "2504.05812", 16)):
+        method = methods[name]
+        assert method["label_free"] and not method["needs_references"] and paper in method["paper"]
+        assert "§4" in method["defaults_source"]
+        defaults = {hp["name"]: hp["default"] for hp in method["hyperparameters"]}
+        assert defaults["n_votes"] == group_size == defaults["n_train"]
+
+
 def test_it_queues_a_run_with_the_papers_defaults(api_client, prompt_set, no_enqueue, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         response = post_run(api_client, name="first", method="ttrl", prompt_set=prompt_set.pk, max_steps=2)

@@ -82,6 +82,25 @@ def test_it_parses_the_verl_parquet_taking_the_user_message_and_ground_truth():
     assert [row.label for row in parsed.rows[:30]] == [row.label for row in aime.rows]
 
 
+def test_it_keeps_the_system_message_of_a_chat_style_prompt():
+    parsed = parse("train.parquet", parquet_bytes(verl_columns(["1+1?"], ["2"], ["q-a"])))
+    assert (parsed.rows[0].prompt, parsed.rows[0].system) == ("1+1?", "Reason step by step.")
+    aime = parse("aime24_verl.parquet", shared("aime24_verl.parquet"))
+    assert aime.rows[0].system == "Please reason step by step, and put your final answer within \\boxed{}."
+
+
+def test_a_prompt_without_a_system_message_has_none():
+    parsed = parse("p.jsonl", b'{"prompt": [{"role": "user", "content": "2+2?"}]}\n{"prompt": "3+3?"}\n')
+    assert [row.system for row in parsed.rows] == [None, None]
+
+
+def test_it_rejects_a_system_message_that_is_not_text():
+    data = json.dumps({"prompt": [{"role": "system", "content": 5}, {"role": "user", "content": "q"}]}).encode()
+    with pytest.raises(PromptFileError) as error:
+        parse("p.jsonl", data)
+    assert error.value.line == 1 and error.value.field == "prompt" and "system message" in str(error.value)
+
+
 def test_it_gives_verl_rows_position_ids_when_their_extra_info_index_repeats():
     parsed = parse("aime24_verl.parquet", shared("aime24_verl.parquet"))
     assert [row.id for row in parsed.rows] == [f"row-{n}" for n in range(1, 481)]

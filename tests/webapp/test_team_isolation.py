@@ -61,8 +61,15 @@ def test_another_teams_object_answers_404_like_a_missing_one(world, django_user_
 
 
 def test_another_teams_r_zero_questions_answer_404(world, django_user_model):
-    bob = client_for(django_user_model, "bob", token=True)
-    assert bob.get(f"/api/runs/{world['run'].pk}/rzero/1/questions").status_code == 404
+    row = {"id": "it1-q0", "question": "Q?", "text": "<question>Q?</question>", "p_hat": 0.5, "pseudo_label": "7",
+           "answers": ["7", "6"], "kept": True}
+    ingest_events(world["run"], [{"seq": 100, "time": 1.0, "type": "questions", "iteration": 1, "offset": 0,
+                                  "total": 1, "questions": [row]}])
+    url = f"/api/runs/{world['run'].pk}/rzero/1/questions"
+    assert client_for(django_user_model, "bob", token=True).get(url).status_code == 404
+    assert client_for(django_user_model, "vera", token=True).get(url).json()["questions"] == [row]
+    page = client_for(django_user_model, "bob").get(f"/runs/{world['run'].pk}/questions/?iteration=1")
+    assert page.status_code == 404
 
 
 def test_lists_show_only_the_users_teams(world, django_user_model):

@@ -42,7 +42,8 @@ class PromptSet(models.Model):
             )
             Prompt.objects.bulk_create(
                 [
-                    Prompt(prompt_set=prompt_set, position=row.position, external_id=row.id, text=row.prompt, label=row.label)
+                    Prompt(prompt_set=prompt_set, position=row.position, external_id=row.id, text=row.prompt, label=row.label,
+                           system=row.system)
                     for row in parsed.rows
                 ],
                 batch_size=500,
@@ -53,9 +54,12 @@ class PromptSet(models.Model):
         """Rows in the trainer's prompt file format (DESIGN §4.1). `label` is held out:
         the trainer uses it for monitoring only. A method that needs references (DARL,
         RLPR, RLVR) gets the label again as `reference`, which is how it uses the labels
-        explicitly; label-free methods never receive a `reference`."""
+        explicitly; label-free methods never receive a `reference`. A chat-style upload's
+        own system message rides as `system` (the trainer gives it instead of the paper's)."""
         for p in self.prompts.order_by("position"):
             row = {"id": p.external_id, "prompt": p.text}
+            if p.system:
+                row["system"] = p.system
             if p.label is not None:
                 row["label"] = p.label
                 if with_references:
@@ -83,10 +87,13 @@ class Prompt(models.Model):
     text = models.TextField()
     # Held-out label: monitoring metrics only, never a label-free reward.
     label = models.TextField(null=True, blank=True)
+    # A chat-style upload's own system message (verl parquet); the trainer uses it instead of the paper's.
+    system = models.TextField(null=True, blank=True)
 
     class Meta:
         ordering = ["position"]
         constraints = [models.UniqueConstraint(fields=["prompt_set", "external_id"], name="unique_prompt_id_per_set")]
 
     def to_json(self):
-        return {"id": self.external_id, "position": self.position, "prompt": self.text, "label": self.label}
+        return {"id": self.external_id, "position": self.position, "prompt": self.text, "label": self.label,
+                "system": self.system}

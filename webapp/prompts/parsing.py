@@ -15,7 +15,9 @@ Rules, in the order they are applied:
   as JSON Lines (many tools name JSONL files ``.json``). JSONL: one object per line,
   blank lines skipped.
 * Object rows (JSON, JSONL, Parquet): ``prompt`` is a string, or a chat-style list of
-  ``{role, content}`` messages whose last ``user`` message is the prompt. The label is
+  ``{role, content}`` messages whose last ``user`` message is the prompt; its ``system``
+  messages are kept as the prompt's system message (the trainer gives it to the policy
+  instead of the method's paper's; DESIGN §6). The label is
   the first non-null of ``answer``, ``label``, ``reward_model.ground_truth``; the id is
   ``id`` (verl parquet: ``extra_info.index``, then ``id``). Other keys are ignored.
 * CSV: a header with a ``prompt`` column and optional ``answer``/``label`` and ``id``
@@ -62,6 +64,7 @@ class PromptRow:
     prompt: str
     label: str | None
     position: int  # 1-based ordinal of the prompt in the file
+    system: str | None = None  # a chat-style prompt's own system message
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,7 @@ class _Raw:
     label_field: str = "answer"
     id: object = None
     id_field: str = "id"
+    system: str | None = None
 
     def error(self, message: str, field: str | None = None) -> PromptFileError:
         return PromptFileError(message, self.number, field, self.unit)
@@ -224,6 +228,7 @@ def _from_mapping(item: object, unit: str, number: int,
                               number, "prompt", unit)
     raw = _Raw(unit, number, item["prompt"])
     if isinstance(raw.prompt, list):
+        raw.system = _chat_system(raw)
         raw.prompt = _chat_prompt(raw)
     for name in LABEL_FIELDS:
         if _lookup(item, name) is not None:
@@ -241,6 +246,16 @@ def _lookup(item: dict, dotted: str) -> object:
     for part in dotted.split("."):
         value = value.get(part) if isinstance(value, dict) else None
     return value
+
+
+def _chat_system(raw: _Raw) -> str | None:
+    """The system message(s) of a chat-style prompt, joined by a blank line; None when it has none."""
+    systems = [m.get("content") for m in raw.prompt if isinstance(m, dict) and m.get("role") == "system"]
+    for content in systems:
+        if not isinstance(content, str) or isinstance(content, _JsonNumber):
+            raise raw.error(f"the system message must be a string, not {_kind(content)}", "prompt")
+    text = "\n\n".join(c for c in systems if c.strip())
+    return text or None
 
 
 def _chat_prompt(raw: _Raw) -> object:
@@ -323,13 +338,14 @@ def _parse_parquet(data: bytes) -> ParsedPromptSet:
 def _build(raws: list[_Raw], fmt: str, ids_may_repeat: bool = False) -> ParsedPromptSet:
     if not raws:
         raise PromptFileError("the file has no prompts")
-    prompts, labels, ids = [], [], []
+    prompts, labels, ids, systems = [], [], [], []
     for raw in raws:
         if not isinstance(raw.prompt, str) or isinstance(raw.prompt, _JsonNumber):
             raise raw.error(f"the prompt must be a string, not {_kind(raw.prompt)}", "prompt")
         if not raw.prompt.strip():
             raise raw.error("empty prompt", "prompt")
         prompts.append(raw.prompt)
+        systems.append(raw.system)
         labels.append(_scalar(raw, raw.label, raw.label_field))
         ids.append(_scalar(raw, raw.id, raw.id_field))
     explicit = [i for i in ids if i is not None]
@@ -338,13 +354,13 @@ def _build(raws: list[_Raw], fmt: str, ids_may_repeat: bool = False) -> ParsedPr
     _check_unique(raws, ids)
     taken = {i for i in ids if i is not None}
     rows = []
-    for position, (prompt, label, row_id) in enumerate(zip(prompts, labels, ids), 1):
+    for position, (prompt, label, row_id, system) in enumerate(zip(prompts, labels, ids, systems), 1):
         if row_id is None:
             candidates = chain([str(position), f"row-{position}"],
                                (f"row-{position}-{n}" for n in count(2)))
             row_id = next(c for c in candidates if c not in taken)
             taken.add(row_id)
-        rows.append(PromptRow(row_id, prompt, label, position))
+        rows.append(PromptRow(row_id, prompt, label, position, system))
     return ParsedPromptSet(rows, fmt)
 
 

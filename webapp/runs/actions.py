@@ -74,10 +74,9 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
                 "eval_prompt_set",
             )
     tags = _clean_tags(tags)
-    needs_labels = spec.needs_references and not hyperparameters.get("use_majority_as_reference")
+    needs_labels = spec.reference_field_for(hyperparameters) is not None
     if needs_labels and not prompt_set.has_labels:
-        can_go_label_free = any(h.name == "use_majority_as_reference" for h in spec.hyperparameters)
-        hint = "; turn on use_majority_as_reference to run it label-free" if can_go_label_free else ""
+        hint = f"; turn on {spec.own_reference_switch} to run it label-free" if spec.own_reference_switch else ""
         raise RunInputError(
             f"{spec.title} needs reference answers and the prompt set {prompt_set.name!r} has no labels{hint}", "prompt_set"
         )

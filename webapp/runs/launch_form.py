@@ -24,11 +24,13 @@ from .models import Run
 # Sections of the hyperparameters, in display order; "method" takes what the others do not.
 SECTIONS = (
     ("sampling", "Sampling", ("n_votes", "n_train", "prompts_per_step", "temperature", "top_p",
-                              "max_completion_length", "generation_backend")),
-    ("optimisation", "Optimisation", ("learning_rate", "prompts_per_update", "ppo_epochs", "kl_coef", "epsilon",
-                                      "epsilon_high", "entropy_coef", "save_every")),
+                              "max_completion_length", "generation_backend", "vllm_importance_sampling_correction",
+                              "embedding_max_length")),
+    ("optimisation", "Optimisation", ("learning_rate", "lr_schedule", "warmup_ratio", "weight_decay",
+                                      "prompts_per_update", "ppo_epochs", "kl_coef", "epsilon", "epsilon_high",
+                                      "entropy_coef", "save_every")),
     ("method", "Method", None),
-    ("evaluation", "Evaluation", ("eval_every", "eval_samples", "eval_temperature")),
+    ("evaluation", "Evaluation", ("eval_every", "eval_samples", "eval_temperature", "eval_top_p")),
 )
 _SECTIONED = {name for _, _, names in SECTIONS if names for name in names}
 TOP_FIELDS = ("name", "team", "prompt_set", "method", "model", "max_steps", "seed", "gpus", "eval_prompt_set", "tags")

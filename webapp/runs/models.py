@@ -4,6 +4,8 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from rl.methods import get_method
+
 
 class RunQuerySet(models.QuerySet):
     def visible_to(self, user):
@@ -70,12 +72,8 @@ class Run(models.Model):
 
     @property
     def total_steps(self) -> int:
-        """Steps the run will log. R-Zero ignores max_steps: each iteration trains the
-        challenger, then the solver, on one step counter."""
-        hp = self.hyperparameters
-        if self.method == "r_zero" and {"iterations", "challenger_steps", "solver_steps"} <= hp.keys():
-            return hp["iterations"] * (hp["challenger_steps"] + hp["solver_steps"])
-        return self.max_steps
+        """Steps the run will log (Method.total_steps: R-Zero counts its phases instead of max_steps)."""
+        return get_method(self.method).total_steps(self.hyperparameters, self.max_steps)
 
     @property
     def is_terminal(self) -> bool:
@@ -102,31 +100,13 @@ class Run(models.Model):
         return {k: v for k, v in self.hyperparameters.items() if k != "alert_rules"}
 
     def rzero_iterations(self) -> list[int]:
-        """R-Zero iterations whose question sets are in the run directory."""
-        base = self.run_dir / "rzero"
-        if not base.is_dir():
-            return []
-        found = (p.name.removeprefix("iteration-") for p in base.glob("iteration-*") if p.is_dir())
-        return sorted(int(k) for k in found if k.isdigit())
+        """R-Zero iterations with an ingested question set (`questions` events), never read from RUN_DIR:
+        the web process does not read a worker's disk (DESIGN §3)."""
+        return list(self.rzero_question_rows.order_by("iteration").values_list("iteration", flat=True).distinct())
 
     def rzero_questions(self, iteration: int) -> list[dict]:
-        """The iteration's question pool (pool.jsonl, each with `kept`), or the kept set
-        alone (questions.jsonl) when the pool was not written."""
-        import json
-
-        folder = self.run_dir / "rzero" / f"iteration-{int(iteration)}"
-        for name in ("pool.jsonl", "questions.jsonl"):
-            path = folder / name
-            if path.is_file():
-                rows = []
-                with open(path, encoding="utf-8") as f:
-                    for line in f:
-                        if line.strip():
-                            row = json.loads(line)
-                            row.setdefault("kept", name == "questions.jsonl")
-                            rows.append(row)
-                return rows
-        return []
+        """The iteration's question pool in pool order, each candidate with `kept` (empty when none was ingested)."""
+        return [row.to_json() for row in self.rzero_question_rows.filter(iteration=int(iteration))]
 
     def to_json(self):
         return {
@@ -205,6 +185,32 @@ class Group(models.Model):
 
     def summary_json(self):
         return {"step": self.step, "prompt_id": self.prompt_id, "majority_answer": self.majority_answer}
+
+
+class RZeroQuestion(models.Model):
+    """One candidate of an R-Zero iteration's question set, from the trainer's `questions` events: the
+    challenger's output, the solver's agreement p̂, the pseudo-label and whether the solver trains on it."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rzero_question_rows")
+    seq = models.IntegerField()  # the event it came from
+    iteration = models.PositiveIntegerField()
+    index = models.PositiveIntegerField()  # position in the iteration's pool
+    question_id = models.CharField(max_length=200)
+    question = models.TextField(null=True, blank=True)  # null: the output failed the <question> format check
+    text = models.TextField(blank=True)
+    p_hat = models.FloatField(null=True)
+    pseudo_label = models.TextField(null=True, blank=True)
+    answers = models.JSONField(default=list)
+    kept = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["iteration", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "iteration", "index"],
+                                               name="unique_rzero_question_per_pool_position")]
+
+    def to_json(self):
+        return {"id": self.question_id, "question": self.question, "text": self.text, "p_hat": self.p_hat,
+                "pseudo_label": self.pseudo_label, "answers": self.answers, "kept": self.kept}
 
 
 class Rollout(models.Model):

@@ -27,6 +27,7 @@ _SMALL_CPU_SHARED = {
     "n_votes": 8,
     "n_train": 4,
     "prompts_per_step": 2,
+    "prompts_per_update": 1,  # the papers' update batches (R-Zero 128, Intuitor 128, EMPO 32) cannot split 2 prompts
     "max_completion_length": 96,
     "temperature": 1.0,
     "eval_samples": 4,

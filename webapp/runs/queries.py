@@ -5,25 +5,22 @@ import math
 from django.db import connection
 from django.db.models import Max
 
+from rl.methods import METHODS, get_method, metric_prefixes
+
 from .models import Group, MetricPoint, Run, RunEvent
 
 LIVE_CHART_METRICS = ["entropy", "response_length/mean", "reward/mean", "majority_ratio", "label_accuracy"]
-# Collapse shows as rollouts growing alike; each method adds the signal its paper watches.
-METHOD_CHART_METRICS = {
-    "evol_rl": ["similarity/mean", "evol_rl/novelty_mean"],
-    "compass": ["similarity/mean", "compass/credibility_mean"],
-    "darl": ["similarity/mean", "darl/bonus_ratio"],
-    "r_zero": ["rzero/uncertainty_mean", "rzero/repetition_penalty_mean", "rzero/kept_questions"],
-}
 
 
 def chart_metrics(run: Run) -> list[str]:
-    """The run page's charts: the health signals, label accuracy where labels exist (R-Zero's
-    solver trains on pseudo-labels and logs none), then the method's own signals."""
+    """The run page's charts: the health signals, label accuracy where labels exist and the method
+    charts it (R-Zero's solver trains on its own questions and logs none), then the method's own
+    signals (Method.charts: collapse shows as rollouts growing alike, each paper watches its own)."""
+    spec = get_method(run.method)
     names = [n for n in LIVE_CHART_METRICS if n != "label_accuracy"]
-    if run.prompt_set.has_labels and run.method != "r_zero":
+    if run.prompt_set.has_labels and spec.charts_label_accuracy:
         names.append("label_accuracy")
-    return names + METHOD_CHART_METRICS.get(run.method, ["similarity/mean"])
+    return names + list(spec.charts)
 
 
 # Metric groups of the run and compare pages, in display order (DESIGN §5 names).
@@ -31,7 +28,7 @@ METRIC_GROUPS = ("health", "rewards", "labels & eval", "optimisation", "time", "
 _HEALTH = {"entropy", "response_length/mean", "majority_ratio", "unique_answers", "similarity/mean", "invalid_ratio",
            "truncated_ratio", "zero_variance_groups"}
 _HEALTH_PREFIXES = ("response_length/", "similarity/")
-_METHOD_PREFIXES = ("evol_rl/", "compass/", "darl/", "rlpr/", "rzero/", "r_zero/", "ttrl/")
+_METHOD_PREFIXES = tuple(f"{prefix}/" for prefix in metric_prefixes())
 _OPTIMISATION = {"kl", "loss", "grad_norm", "learning_rate", "entropy_loss", "policy_loss", "pg_loss", "kl_loss", "clip_ratio"}
 _OPTIMISATION_PREFIXES = ("clip_ratio/", "kl/", "loss/", "grad_norm/", "optim/")
 
@@ -166,7 +163,6 @@ def hyperparameter_rows(run: Run) -> tuple[list[dict], list[dict]]:
     """The run page's hyperparameter table: [{name, value, default, differs, known}] in
     the method's schema order, then keys the schema does not know; and the run's
     alert_rules overrides as [{rule, param, value}]."""
-    from rl.methods import METHODS
 
     method = METHODS.get(run.method)
     defaults = method.defaults() if method else {}
@@ -241,7 +237,6 @@ def run_alerts_json(run: Run) -> list[dict]:
 def hyperparameter_diff(runs: list[Run]) -> dict:
     """The compare page's table: one row per hyperparameter any of the runs has (a value
     the run did not set is its method's default), {name, cells: [text per run], differs}."""
-    from rl.methods import METHODS
 
     def text(value):
         return "—" if value is _MISSING else _display(value)

@@ -1,0 +1,56 @@
+"""DARL: RLPR's reference-probability reward plus a small bonus for answers a bounded distance from y*."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rl.answers import majority_vote
+from rl.groups import Group, GroupScore
+from rl.methods.rlpr import RLPR_TRAINING, reference_probabilities
+from rl.methods.schema import Method, bool_param, float_param, shared
+from rl.prompts import THINK_ANSWER_SYSTEM_PROMPT, extract_think_answer
+from rl.rewards.darl import darl_reward
+
+
+def score(group: Group, hp: dict, probe) -> GroupScore:
+    majority = majority_vote(group.answers)
+    reference = majority if hp["use_majority_as_reference"] else group.reference
+    if reference is None:  # label-free variant and nobody answered: no pseudo-reference, no signal
+        return GroupScore(rewards=[0.0] * len(group.texts), majority_answer=majority,
+                          extras=[{"r_ref": None, "r_gen": None} for _ in group.texts])
+    r_ref, r_gen = reference_probabilities(group, probe, reference, METHOD.answer_opener)
+    # DARL Eq. (3)–(4) (static τ) or Eq. (6) (dynamic threshold r(y*)/γ when tau is null)
+    rewards = [darl_reward(a, b, beta=hp["beta"], gamma=hp["gamma"], tau=hp["tau"]) for a, b in zip(r_ref, r_gen)]
+    bonus = [r - (1.0 - hp["beta"]) * a > 1e-12 for r, a in zip(rewards, r_ref)]
+    extras = [{"r_ref": a, "r_gen": b, "diversity_bonus": flag} for a, b, flag in zip(r_ref, r_gen, bonus)]
+    metrics = {"darl/r_ref_mean": float(np.mean(r_ref)), "darl/r_gen_mean": float(np.mean(r_gen)),
+               "darl/bonus_ratio": float(np.mean(bonus))}
+    return GroupScore(rewards=rewards, majority_answer=majority, extras=extras, metrics=metrics)
+
+
+METHOD = Method(
+    name="darl",
+    title="DARL",
+    paper="DARL: Encouraging Diverse Answers for General Reasoning without Verifiers",
+    label_free=False,
+    description="RLPR's mean answer-token probability plus a small bonus for answers within a bounded distance of the "
+                "reference.",
+    hyperparameters=shared(**RLPR_TRAINING) + (
+        float_param("beta", 0.01, "Weight of the diversity term; alpha = 1 − beta.", 0.0, 1.0),
+        float_param("gamma", 10.0, "Dynamic threshold divisor: a deviation is rewarded while Δr ≤ r(y*)/gamma.",
+                    1e-6, 1e6),
+        float_param("tau", None, "Static threshold on Δr; null uses the dynamic threshold r(y*)/gamma.", 0.0, 1.0,
+                    nullable=True),
+        bool_param("use_majority_as_reference", False, "Use the majority answer of the group as y* instead of the "
+                   "reference (label-free variant)."),
+    ),
+    scorer=score,
+    # DARL Table 6 (RLPR's R1-style template): reasoning in <think>, the final answer in <answer> tags
+    system_prompt=THINK_ANSWER_SYSTEM_PROMPT,
+    answer_rule=extract_think_answer,
+    answer_opener="<answer>",
+    reference_field="reference",
+    own_reference_switch="use_majority_as_reference",
+    metric_prefix="darl",
+    charts=("similarity/mean", "darl/bonus_ratio"),
+)

@@ -1,0 +1,25 @@
+"""RLVR: GRPO with a verifiable reward against the held-out label, the supervised upper bound (not label-free)."""
+
+from __future__ import annotations
+
+from rl.answers import majority_vote
+from rl.groups import Group, GroupScore
+from rl.methods.schema import Method, shared
+from rl.rewards.baselines import rlvr_rewards
+
+
+def score(group: Group, hp: dict, probe) -> GroupScore:
+    # supervised: reward 1 when the answer is equivalent to the label (DeepSeekMath's verifiable reward)
+    return GroupScore(rewards=rlvr_rewards(group.answers, group.reference), majority_answer=majority_vote(group.answers))
+
+
+METHOD = Method(
+    name="rlvr",
+    title="RLVR (supervised)",
+    paper="GRPO with verifiable rewards (Shao et al. 2024, DeepSeekMath) — the supervised upper bound",
+    label_free=False,
+    description="Reward 1 when the answer is equivalent to the prompt's label: needs labels, not label-free.",
+    hyperparameters=shared(n_votes=32, n_train=32),
+    scorer=score,
+    reference_field="label",
+)
