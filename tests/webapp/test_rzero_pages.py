@@ -36,6 +36,15 @@ def test_the_question_page_lists_the_pool_with_kept_flags_escaped(client, user, 
     client.force_login(user)
     page = client.get(f"/runs/{rzero_run.pk}/questions/").content.decode()
     assert "1 of 3 questions kept" in page
+    assert "kept when 3 to 7 of the solver's 10 answers agree" in page  # the paper's band: the run's defaults
+
+
+def test_the_question_page_states_the_runs_own_filter_band(client, user, rzero_run):
+    rzero_run.hyperparameters = {"keep_low": 1, "keep_high": 3, "solver_samples": 4}
+    rzero_run.save()
+    client.force_login(user)
+    page = client.get(f"/runs/{rzero_run.pk}/questions/").content.decode()
+    assert "kept when 1 to 3 of the solver's 4 answers agree" in page and "3..7" not in page
     assert "&lt;b&gt;3&lt;/b&gt;" in page and "<b>3</b>" not in page
     assert "format check failed:</em> no tags" in page  # an output without <question> tags shows what it wrote
 

@@ -71,6 +71,12 @@ class Run(models.Model):
         return settings.RUNS_DIR / str(self.pk)
 
     @property
+    def effective_hyperparameters(self) -> dict:
+        """The run's hyperparameters with its method's defaults under them (a run stored before a
+        hyperparameter existed, or a test's partial one, still reads every value)."""
+        return {**get_method(self.method).defaults(), **self.hyperparameters}
+
+    @property
     def total_steps(self) -> int:
         """Steps the run will log (Method.total_steps: R-Zero counts its phases instead of max_steps)."""
         return get_method(self.method).total_steps(self.hyperparameters, self.max_steps)

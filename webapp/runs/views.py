@@ -98,7 +98,8 @@ def run_questions(request, pk):
     return render(
         request,
         "runs/questions.html",
-        {"run": run, "iteration": iteration, "iterations": iterations, "rows": rows, "kept": sum(1 for r in rows if r.get("kept"))},
+        {"run": run, "iteration": iteration, "iterations": iterations, "rows": rows,
+         "hp": run.effective_hyperparameters, "kept": sum(1 for r in rows if r.get("kept"))},
     )
 
 
