@@ -166,18 +166,25 @@ def _last_newline_before(f, end: int, chunk: int = 1 << 16) -> int:
 # ---------------------------------------------------------------- reading
 
 
-def tail_events(path: str | os.PathLike, offset: int = 0) -> tuple[list[dict], int]:
+def tail_events(path: str | os.PathLike, offset: int = 0, max_bytes: int | None = None) -> tuple[list[dict], int]:
     """Complete events from byte `offset` on, and the offset to continue from.
 
     A torn last line is not returned and the offset stays before it, so the next
-    call picks it up once its writer has finished it.
+    call picks it up once its writer has finished it. With `max_bytes`, about that many
+    bytes are read (more only to finish a line longer than that), so a reader catching
+    up on a long log holds one bounded batch at a time.
     """
     path = Path(path)
     if not path.exists():
         return [], offset
     with open(path, "rb") as f:
         f.seek(offset)
-        data = f.read()
+        data = f.read() if max_bytes is None else f.read(max_bytes)
+        while max_bytes is not None and b"\n" not in data:  # one line longer than the budget: read to its end
+            more = f.read(max_bytes)
+            if not more:
+                break
+            data += more
     complete = data[:data.rfind(b"\n") + 1]
     events = []
     for number, line in enumerate(complete.splitlines(), start=1):

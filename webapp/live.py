@@ -1,12 +1,53 @@
 """Live messages to browsers and scripts: the Channels group of a run (ws/runs/{id}/) and
 of a team (ws/teams/{id}/)."""
+import asyncio
 import logging
+import os
+import threading
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
 log = logging.getLogger(__name__)
+
+SEND_TIMEOUT_SECONDS = 10
+
+
+class _SenderLoop:
+    """One event loop per process, in a daemon thread, that every push runs on.
+
+    channels-redis keeps its connection pool per event loop; `async_to_sync` starts a fresh
+    loop for each call, so each push used to open (and drop) a new Redis connection, a third
+    of a live ingestion call. Running every send on this one loop keeps one long-lived
+    connection per process (a supervisor, a web worker). A forked child starts its own.
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pid: int | None = None
+
+    def loop(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid() or not self._loop.is_running():
+                loop = asyncio.new_event_loop()
+                started = threading.Event()
+
+                def run():
+                    asyncio.set_event_loop(loop)
+                    loop.call_soon(started.set)
+                    loop.run_forever()
+
+                threading.Thread(target=run, name="live-sender", daemon=True).start()
+                started.wait()
+                self._loop, self._pid = loop, os.getpid()
+            return self._loop
+
+    def run(self, coroutine) -> None:
+        asyncio.run_coroutine_threadsafe(coroutine, self.loop()).result(timeout=SEND_TIMEOUT_SECONDS)
+
+
+_sender = _SenderLoop()
 
 
 def run_group_name(run_id: int) -> str:
@@ -23,7 +64,7 @@ def _send(group: str, messages: list[dict]) -> None:
     if not messages:
         return
     try:
-        async_to_sync(get_channel_layer().group_send)(group, {"type": "run.messages", "messages": messages})
+        _sender.run(get_channel_layer().group_send(group, {"type": "run.messages", "messages": messages}))
     except Exception:  # noqa: BLE001 - see docstring
         log.exception("could not push %d live messages to %s", len(messages), group)
 

@@ -1,8 +1,10 @@
 """Event ingestion: the one place that turns trainer events into database rows and
 live messages (DESIGN §2 step 4).
 
-Idempotent by construction: an event whose (run, seq) is already stored is skipped, so
-re-reading a log from the start, or twice, writes every row exactly once.
+Idempotent by construction: the run row remembers the last seq stored (`Run.last_seq`,
+updated in the same transaction as the rows), and every event at or below it is skipped
+without a query, so re-reading a log from the start, or twice, writes every row exactly once.
+Seqs only grow within a log (rl.events), so this is the same as "not stored yet".
 """
 import logging
 import math
@@ -26,13 +28,29 @@ class EventTail:
     rl.events.tail_events does the reading: a line the trainer is still writing is left
     for the next read rather than parsed half-written."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, batch_bytes: int | None = None):
         self.path = Path(path)
         self.offset = 0
+        self.batch_bytes = batch_bytes or BATCH_BYTES
 
     def read_new(self) -> list[dict]:
-        events, self.offset = tail_events(self.path, self.offset)
+        """The next complete events, at most about batch_bytes of the log."""
+        events, self.offset = tail_events(self.path, self.offset, self.batch_bytes)
         return events
+
+    def batches(self):
+        """Every complete event not read yet, in bounded batches: a supervisor catching up on a long log
+        (after a restart) holds one batch at a time, whatever the log's size."""
+        while True:
+            events = self.read_new()
+            if not events:
+                return
+            yield events
+
+
+# How much of a log one ingestion transaction reads: a few steps of a large run (8 x 64 rollouts of
+# several KB is a few MB per step), so memory stays flat while a restarted supervisor catches up.
+BATCH_BYTES = 8 * 1024 * 1024
 
 
 def _number(value):
@@ -96,15 +114,18 @@ def ingest_events(run: Run, events: list[dict]) -> int:
     """Store the events not stored yet and push them live. Returns how many were new."""
     if not events:
         return 0
-    seqs = [e["seq"] for e in events]
     with transaction.atomic():
-        known = set(RunEvent.objects.filter(run=run, seq__in=seqs).values_list("seq", flat=True))
-        new = [e for e in events if e["seq"] not in known]
-        # A log can repeat a seq only if it is corrupt; keep the first occurrence.
-        seen = set()
-        new = [e for e in new if not (e["seq"] in seen or seen.add(e["seq"]))]
+        # the row lock orders concurrent ingestion of one run (a supervisor and a resumed one)
+        stored = Run.objects.select_for_update().values_list("last_seq", flat=True).get(pk=run.pk)
+        run.last_seq = max(run.last_seq, stored)
+        new, top = [], run.last_seq
+        for e in events:  # a seq not above every one before it is stored already (or a corrupt repeat)
+            if e["seq"] > top:
+                new.append(e)
+                top = e["seq"]
         if not new:
             return 0
+        seqs = [e["seq"] for e in new]
         RunEvent.objects.bulk_create(
             [
                 RunEvent(

@@ -150,7 +150,8 @@ def _watch(run: Run, child: subprocess.Popen) -> tuple[int, bool]:
     tail = EventTail(run.run_dir / "events.jsonl")
     cancel_sent_at = None
     while True:
-        ingest_events(run, tail.read_new())
+        for batch in tail.batches():
+            ingest_events(run, batch)
         exit_code = child.poll()
         if exit_code is not None:
             break
@@ -160,5 +161,6 @@ def _watch(run: Run, child: subprocess.Popen) -> tuple[int, bool]:
         elif cancel_sent_at is not None and time.monotonic() - cancel_sent_at > CANCEL_GRACE_SECONDS:
             child.kill()
         time.sleep(POLL_SECONDS)
-    ingest_events(run, tail.read_new())
+    for batch in tail.batches():
+        ingest_events(run, batch)
     return exit_code, cancel_sent_at is not None

@@ -93,3 +93,48 @@ def test_it_stores_model_output_containing_nul_characters(run):
     rollout = Rollout.objects.get(group__run=run, group__seq=group["seq"], index=0)
     assert rollout.text == "so \ufffd \\boxed{5\ufffd}" and rollout.answer == "5\ufffd" and rollout.extra == {"note": "a\ufffdb"}
     assert Group.objects.get(run=run, seq=group["seq"]).majority_answer == "5\ufffd"
+
+
+def test_a_replayed_log_is_skipped_by_its_seq_without_reading_the_stored_events(run):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    events = event_log(steps=3)
+    ingest_events(run, events)
+    with CaptureQueriesContext(connection) as queries:
+        assert ingest_events(run, events) == 0  # a restarted supervisor replays the whole log
+    statements = [q["sql"].lower() for q in queries.captured_queries]
+    assert not any("runs_runevent" in sql for sql in statements), statements
+    assert not any(sql.startswith(("insert", "update")) for sql in statements), statements
+
+
+def test_a_stale_run_object_still_skips_what_another_reader_stored(run):
+    events = event_log(steps=2)
+    ingest_events(Run.objects.get(pk=run.pk), events)  # another supervisor's copy of the row
+    assert run.last_seq == -1  # this copy never saw that
+    assert ingest_events(run, events) == 0 and run.last_seq == events[-1]["seq"]
+    assert RunEvent.objects.filter(run=run).count() == len(events)
+
+
+def test_a_long_log_is_read_and_ingested_in_bounded_batches_exactly_once(run, tmp_path):
+    events = event_log(steps=40)
+    path = tmp_path / "events.jsonl"
+    lines = [json.dumps(e) + "\n" for e in events]
+    path.write_text("".join(lines))
+    budget = 4 * max(len(line) for line in lines)
+    batches = list(EventTail(path, batch_bytes=budget).batches())
+    assert len(batches) > 5
+    assert all(sum(len(json.dumps(e)) + 1 for e in batch) <= budget for batch in batches)
+    assert [e["seq"] for batch in batches for e in batch] == [e["seq"] for e in events]
+    for batch in batches + batches[:3]:  # and a replay of the first ones
+        ingest_events(run, batch)
+    assert list(RunEvent.objects.filter(run=run).values_list("seq", flat=True)) == [e["seq"] for e in events]
+    assert Rollout.objects.filter(group__run=run).count() == 40 * 2 * 4
+
+
+def test_a_line_longer_than_the_batch_is_still_read_whole(tmp_path):
+    events = event_log(steps=1)
+    path = tmp_path / "events.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    tail = EventTail(path, batch_bytes=16)  # smaller than any line
+    assert [e["seq"] for batch in tail.batches() for e in batch] == [e["seq"] for e in events]
