@@ -10,7 +10,7 @@ import logging
 import math
 from pathlib import Path
 
-from django.db import transaction
+from django.db import connection, transaction
 
 from rl.events import tail_events
 
@@ -115,6 +115,7 @@ def ingest_events(run: Run, events: list[dict]) -> int:
     if not events:
         return 0
     with transaction.atomic():
+        _commit_without_waiting_for_the_disk()
         # the row lock orders concurrent ingestion of one run (a supervisor and a resumed one)
         stored = Run.objects.select_for_update().values_list("last_seq", flat=True).get(pk=run.pk)
         run.last_seq = max(run.last_seq, stored)
@@ -158,6 +159,19 @@ def ingest_events(run: Run, events: list[dict]) -> int:
             alerts.evaluate_steps(run, [e["step"] for e in trained])
             lifecycle.announce_progress(run, {k: _number(v) for k, v in trained[-1]["values"].items() if k in RUN_LIST_HEALTH})
     return len(new)
+
+
+def _commit_without_waiting_for_the_disk() -> None:
+    """PostgreSQL: this transaction's commit returns before its WAL reaches the disk.
+
+    Safe for ingestion only: the event log on the worker's disk is the durable record, and a
+    crash that loses the last commits leaves last_seq behind them too, so the next read stores
+    them again. Everything else (runs, alerts, users) keeps synchronous commits: SET LOCAL ends
+    with the transaction.
+    """
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SET LOCAL synchronous_commit TO OFF")
 
 
 # Lists of an event that become rows of their own table (Rollout, RZeroQuestion) rather than event payload.

@@ -138,3 +138,18 @@ def test_a_line_longer_than_the_batch_is_still_read_whole(tmp_path):
     path.write_text("".join(json.dumps(e) + "\n" for e in events))
     tail = EventTail(path, batch_bytes=16)  # smaller than any line
     assert [e["seq"] for batch in tail.batches() for e in batch] == [e["seq"] for e in events]
+
+
+def test_ingestion_commits_without_waiting_for_the_disk_and_only_ingestion_does(run):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "postgresql":
+        pytest.skip("synchronous_commit is PostgreSQL's")
+    with CaptureQueriesContext(connection) as queries:
+        ingest_events(run, event_log(steps=1))
+    statements = [q["sql"].lower() for q in queries.captured_queries if q["sql"].upper() != "BEGIN"]
+    assert statements[0].startswith("set local synchronous_commit to off")  # before anything is written
+    with connection.cursor() as cursor:  # SET LOCAL ended with the ingestion transaction
+        cursor.execute("SHOW synchronous_commit")
+        assert cursor.fetchone()[0] == "on"
