@@ -1,5 +1,5 @@
 """Reading typed settings from JSON or form text: the conversions shared by the method
-schemas (rl/methods.py) and the alert-rule schemas (rl/alert_rule_specs.py)."""
+schemas (rl/methods/schema.py) and the alert-rule schemas (rl/alert_rule_specs.py)."""
 
 from __future__ import annotations
 

@@ -156,7 +156,7 @@ def test_the_probe_on_hand_made_logits():
 
 
 def test_token_statistics_keep_their_positional_constructor():
-    # rl/scoring.py and older tests build TokenStatistics with four lists; self_certainty defaults to empty
+    # callers and older tests build TokenStatistics with four lists; self_certainty defaults to empty
     stats = TokenStatistics([0.9], [0.1], [0.3], [-0.1])
     assert stats.self_certainty == []
 

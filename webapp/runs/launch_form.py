@@ -2,7 +2,7 @@
 every typed value and marks the field at fault when launch_run refuses.
 
 Fields: name, team, prompt set, method, model, max_steps, seed, gpus, tags; per method the
-hyperparameters of rl/methods.py grouped in sections (hp-METHOD-NAME); an eval prompt set;
+hyperparameters of the method (rl/methods/) grouped in sections (hp-METHOD-NAME); an eval prompt set;
 per-run alert-rule overrides (alert-KIND-PARAM), of which only the values that differ
 from the team's effective thresholds are sent, as hyperparameters["alert_rules"]."""
 from dataclasses import dataclass, field

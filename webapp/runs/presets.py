@@ -1,6 +1,6 @@
 """Presets of the launch form: named sets of hyperparameter values per method, as data.
 
-- ``paper``: the method's defaults, i.e. the paper's settings (rl/methods.py).
+- ``paper``: the method's defaults, i.e. the paper's settings (rl/methods/).
 - ``small_cpu``: a run that finishes in minutes on the small default policy with two CPU
   cores. The papers' 64 votes × 12,288 tokens per prompt would crawl there, so the launch
   form pre-selects this preset when the model is "default".
