@@ -135,7 +135,7 @@ def ingest_events(run: Run, events: list[dict]) -> int:
                     type=e["type"],
                     time=e.get("time", 0.0),
                     step=e.get("step"),
-                    payload=_json_safe({k: v for k, v in e.items() if k not in ROWS_STORED_APART}),
+                    payload=_payload(e),
                 )
                 for e in new
             ]
@@ -176,6 +176,17 @@ def _commit_without_waiting_for_the_disk() -> None:
 
 # Lists of an event that become rows of their own table (Rollout, RZeroQuestion) rather than event payload.
 ROWS_STORED_APART = ("rollouts", "questions")
+# Events whose every value lives in rows of its own (metrics: MetricPoint; group: Group and Rollout): their
+# RunEvent keeps seq, type, time and step only, so each value is stored once.
+STORED_AS_ROWS_ONLY = ("metrics", "group")
+
+
+def _payload(event: dict) -> dict:
+    """What a RunEvent row keeps of its event: the event itself (status, stage, checkpoint, log, eval, the
+    questions' header), or nothing when its values are rows of their own."""
+    if event["type"] in STORED_AS_ROWS_ONLY:
+        return {}
+    return _json_safe({k: v for k, v in event.items() if k not in ROWS_STORED_APART})
 
 # The few health figures the run list shows for each run.
 RUN_LIST_HEALTH = ("entropy", "response_length/mean", "majority_ratio", "similarity/mean", "invalid_ratio")

@@ -153,3 +153,18 @@ def test_ingestion_commits_without_waiting_for_the_disk_and_only_ingestion_does(
     with connection.cursor() as cursor:  # SET LOCAL ended with the ingestion transaction
         cursor.execute("SHOW synchronous_commit")
         assert cursor.fetchone()[0] == "on"
+
+
+def test_each_metric_value_and_rollout_is_stored_once_not_again_in_the_event_payload(run):
+    events = event_log(steps=1)
+    ingest_events(run, events)
+    payloads = {}
+    for kind, payload in RunEvent.objects.filter(run=run).order_by("seq").values_list("type", "payload"):
+        payloads.setdefault(kind, []).append(payload)
+    # MetricPoint, Group and Rollout rows hold these events' values
+    assert payloads["metrics"] == [{}] and payloads["group"] == [{}, {}]
+    # status, stage, checkpoint, log and eval events keep theirs
+    assert [p["state"] for p in payloads["status"]] == ["running", "succeeded"]
+    assert payloads["checkpoint"][0]["path"] == "checkpoints/step-1"
+    assert MetricPoint.objects.filter(run=run, step=1, name="entropy").exists()
+    assert Rollout.objects.filter(group__run=run, group__step=1).count() == 2 * 4
