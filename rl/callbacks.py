@@ -58,10 +58,12 @@ def evolab_metrics(logs: dict) -> dict[str, float]:
     """The DESIGN section 5 subset of one TRL log record, renamed."""
     values = {new: logs[old] for old, new in TRL_METRIC_NAMES.items() if logs.get(old) is not None}
     values.update({name: logs[name] for name in EVOLAB_METRIC_NAMES if logs.get(name) is not None})
-    prefixes = metric_prefixes()
-    values.update({name: v for name, v in logs.items() if "/" in name and name.split("/")[0] in prefixes
+    values.update({name: v for name, v in logs.items() if "/" in name and name.split("/")[0] in _METHOD_PREFIXES
                    and v is not None})
     return values
+
+
+_METHOD_PREFIXES = metric_prefixes()
 
 
 class EventLogCallback(TrainerCallback):

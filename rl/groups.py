@@ -40,7 +40,10 @@ class GroupScore:
     skip_training: bool = False  # e.g. RLPR's std filtering: the trainer leaves this group out of the update
 
 
-def reasoning_prefix(text: str, opener: str = "\\boxed{") -> str:
+BOXED_OPENER = "\\boxed{"  # where a final answer starts in the papers' boxed-answer format
+
+
+def reasoning_prefix(text: str, opener: str = BOXED_OPENER) -> str:
     """z: the rollout up to where its final answer starts (after the last `opener`), or all of it plus `opener`."""
     index = text.rfind(opener)
     return text[: index + len(opener)] if index >= 0 else text + " " + opener

@@ -50,12 +50,22 @@ def heldout_problems(n: int = 256) -> list[dict]:
     return synthetic_problems(n, seed=HELDOUT_SEED)
 
 
-def load_policy(model: str = "default"):
-    """(model, tokenizer) on CPU, offline, tokenizer left-padded for generation."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+def load_tokenizer(path):
+    """A model directory's tokenizer, offline, left-padded (generation continues from the last prompt token;
+    TRL generates from left-padded prompts), with EOS as padding when it names no pad token."""
+    from transformers import AutoTokenizer
 
-    path = resolve_model_path(model)
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_policy(model: str = "default"):
+    """(model, tokenizer) on CPU, offline, tokenizer left-padded for generation."""
+    from transformers import AutoModelForCausalLM
+
+    path = resolve_model_path(model)
     policy = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
-    return policy, tokenizer
+    return policy, load_tokenizer(path)

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rl.groups import Group, reasoning_prefix
-from rl.probes import TokenStatistics, answer_probabilities, answer_probabilities_from_ids, completion_prefix_ids, \
-    token_statistics
+from rl.probes import TokenStatistics, answer_probabilities_from_ids, completion_prefix_ids, token_statistics
 
 
 class PolicyProbe:
@@ -20,20 +19,17 @@ class PolicyProbe:
         return token_statistics(self.model, [group.prompt_ids] * len(group.completion_ids), group.completion_ids,
                                 temperature=self.temperature, pad_id=pad)
 
-    def answer_probabilities(self, prefixes: Sequence[str], answers: Sequence[str]) -> list[float]:
-        return answer_probabilities(self.model, self.tokenizer, prefixes, answers)
-
     def _prompt_ids(self, group: Group) -> list[int]:
         # the exact ids the rollouts continued; a group built without them (tests, tools) tokenises the prompt
         return list(group.prompt_ids) or list(self.tokenizer(group.prompt, add_special_tokens=False)["input_ids"])
 
-    def reasoning_prefix_ids(self, group: Group, opener: str = "\\boxed{") -> list[list[int]]:
+    def reasoning_prefix_ids(self, group: Group, opener: str) -> list[list[int]]:
         """x ⊕ z of each rollout as ids: the prompt ids and the generated ids up to where the final answer starts."""
         prompt_ids = self._prompt_ids(group)
         return [completion_prefix_ids(self.tokenizer, prompt_ids, ids, reasoning_prefix(text, opener))
                 for ids, text in zip(group.completion_ids, group.texts)]
 
-    def answer_prefix_ids(self, group: Group, opener: str = "\\boxed{") -> list[int]:
+    def answer_prefix_ids(self, group: Group, opener: str) -> list[int]:
         """x ⊕ answer opener, without reasoning: the context of RLPR's debiasing term r′."""
         return self._prompt_ids(group) + list(self.tokenizer(opener, add_special_tokens=False)["input_ids"])
 

@@ -81,13 +81,14 @@ from types import SimpleNamespace
 
 import torch
 from datasets import Dataset
-from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
+from transformers import AutoModelForCausalLM, PrinterCallback
 from transformers.utils import logging as hf_logging
 
 from rl.answers import majority_vote
 from rl.callbacks import EventLogCallback, GracefulStop, PeriodicEval
 from rl.events import EventWriter, read_events
 from rl.methods.r_zero import CHALLENGER_PHASE, SOLVER_PHASE
+from rl.policy import load_tokenizer
 from rl.rewards.rzero import extract_question, keep_for_solver, solver_agreement
 from rl.rzero_phases import (ChallengerScorer, PhaseEvents, challenger_prompt, sample, solver_answers, solver_prompt,
                              solver_rows)
@@ -142,10 +143,7 @@ class RZeroLoop:
     def __init__(self, config, run_dir: Path, events: EventWriter, stop: GracefulStop):
         self.config, self.hp = config, config.hyperparameters
         self.run_dir, self.events, self.stop = run_dir, events, stop
-        self.tokenizer = AutoTokenizer.from_pretrained(config.model_path, local_files_only=True)
-        self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.tokenizer = load_tokenizer(config.model_path)
         self.prompt = challenger_prompt(config.model_path, self.tokenizer)
         self.state = LoopState(challenger=str(config.model_path), solver=str(config.model_path))
         self.resuming = False  # --resume: a GRPO phase continues from its last checkpoint

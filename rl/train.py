@@ -32,7 +32,8 @@ warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers
 
 from rl.events import EventWriter  # noqa: E402
 from rl.methods import HyperparameterError, Method, get_method, validate_hyperparameters  # noqa: E402
-from rl.policy import ModelPathError, resolve_model_path  # noqa: E402
+from rl.policy import ModelPathError, load_tokenizer, resolve_model_path  # noqa: E402
+from rl.prompts import format_prompt  # noqa: E402
 
 CHECKPOINTS_DIR = "checkpoints"
 
@@ -209,7 +210,7 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
     """LabelFreeGRPOTrainer with the event callbacks, from a validated config."""
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PrinterCallback
+    from transformers import AutoModelForCausalLM, PrinterCallback
     from transformers.utils import logging as hf_logging
 
     from rl.callbacks import EventLogCallback, PeriodicEval
@@ -219,10 +220,7 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
     hf_logging.disable_progress_bar()  # progress bars in a log file are noise
     hp, spec = config.hyperparameters, get_method(config.method)
     on_gpu = torch.cuda.is_available()
-    tokenizer = AutoTokenizer.from_pretrained(config.model_path, local_files_only=True)
-    tokenizer.padding_side = "left"  # TRL generates from left-padded prompts
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = load_tokenizer(config.model_path)
     model = AutoModelForCausalLM.from_pretrained(config.model_path, local_files_only=True,
                                                  dtype="auto" if on_gpu else torch.float32)
 
@@ -262,8 +260,6 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
 
 def formatted_prompt(tokenizer, spec: Method, row: dict) -> str:
     """The text the policy is given for a prompt row: the row's own system message or the method's paper's."""
-    from rl.prompts import format_prompt
-
     return format_prompt(tokenizer, row["prompt"], row.get("system") or spec.system_prompt)
 
 

@@ -15,22 +15,23 @@ _AGGREGATION = Hyperparameter(
     "rewards (−Σ_t H_t, Σ_t log p_t), or 'mean' (length-normalised).", choices=("sum", "mean"))
 
 
-def score_token(group: Group, hp: dict, probe) -> GroupScore:
+def _score(group: Group, hp: dict, probe, per_token: str, reward, mean_name: str, sum_name: str) -> GroupScore:
+    """Both baselines: one term per generated token (TokenStatistics.<per_token>), summed (or averaged) into r."""
     stats = probe.token_statistics(group)
     aggregation = hp.get("aggregation", "sum")
-    rewards = [em_token_reward(s.entropy, aggregation) for s in stats]  # EM-RL-Token (Agarwal et al.): r = −Σ_t H_t
-    return GroupScore(rewards=rewards, majority_answer=majority_vote(group.answers),
-                      extras=[{"mean_token_entropy": float(np.mean(s.entropy)) if s.entropy else 0.0,
-                               "token_entropy_sum": float(np.sum(s.entropy))} for s in stats])
+    terms = [getattr(s, per_token) for s in stats]
+    return GroupScore(rewards=[reward(t, aggregation) for t in terms], majority_answer=majority_vote(group.answers),
+                      extras=[{mean_name: float(np.mean(t)) if t else 0.0, sum_name: float(np.sum(t))} for t in terms])
+
+
+def score_token(group: Group, hp: dict, probe) -> GroupScore:
+    # EM-RL-Token (Agarwal et al.): r = −Σ_t H_t
+    return _score(group, hp, probe, "entropy", em_token_reward, "mean_token_entropy", "token_entropy_sum")
 
 
 def score_sequence(group: Group, hp: dict, probe) -> GroupScore:
-    stats = probe.token_statistics(group)
-    aggregation = hp.get("aggregation", "sum")
-    rewards = [em_sequence_reward(s.logprob, aggregation) for s in stats]  # EM-RL-Sequence: r = Σ_t log p(y_t) = log π(y|x)
-    return GroupScore(rewards=rewards, majority_answer=majority_vote(group.answers),
-                      extras=[{"mean_token_logprob": float(np.mean(s.logprob)) if s.logprob else 0.0,
-                               "sequence_logprob": float(np.sum(s.logprob))} for s in stats])
+    # EM-RL-Sequence: r = Σ_t log p(y_t) = log π(y|x)
+    return _score(group, hp, probe, "logprob", em_sequence_reward, "mean_token_logprob", "sequence_logprob")
 
 
 TOKEN = Method(

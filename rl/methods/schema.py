@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from rl.answers import extract_boxed
+from rl.groups import BOXED_OPENER
 from rl.params import plain_number, to_bool, to_number
 from rl.prompts import STEP_BY_STEP_SYSTEM_PROMPT
 
@@ -131,7 +132,7 @@ class Method:
     answer_rule: Callable[[str], str | None] = extract_boxed
     # where the final answer starts in a rollout: the reference-probability probes (DARL, RLPR) score y*
     # after the reasoning up to here
-    answer_opener: str = "\\boxed{"
+    answer_opener: str = BOXED_OPENER
     # the paper's system prompt (DESIGN §6: EVOL-RL App. C.3 / SimpleRL-Zoo, as TTRL and R-Zero's solver), given
     # through the policy's chat template (rl.prompts); a prompt row with its own system message keeps that one
     system_prompt: str | None = STEP_BY_STEP_SYSTEM_PROMPT
@@ -194,9 +195,12 @@ class Method:
             return None
         return self.reference_field
 
+    def with_defaults(self, hyperparameters: dict) -> dict:
+        """Stored values over the defaults: a run stored before a hyperparameter existed still reads every one."""
+        return {**self.defaults(), **hyperparameters}
+
     def total_steps(self, hyperparameters: dict, max_steps: int) -> int:
-        # defaults first: a run stored before a hyperparameter existed still counts its steps
-        return self.steps({**self.defaults(), **hyperparameters}, max_steps)
+        return self.steps(self.with_defaults(hyperparameters), max_steps)
 
     def validate(self, values: dict | None) -> dict:
         """The complete hyperparameters: defaults filled, values coerced.

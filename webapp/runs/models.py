@@ -74,7 +74,7 @@ class Run(models.Model):
     def effective_hyperparameters(self) -> dict:
         """The run's hyperparameters with its method's defaults under them (a run stored before a
         hyperparameter existed, or a test's partial one, still reads every value)."""
-        return {**get_method(self.method).defaults(), **self.hyperparameters}
+        return get_method(self.method).with_defaults(self.hyperparameters)
 
     @property
     def total_steps(self) -> int:
