@@ -161,7 +161,6 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         spec = get_method(method) if isinstance(method, str) else method
         if score_batch is None and spec.scorer is None:
             raise ValueError(f"method {spec.name!r} has no group scorer: it trains in phases of its own")
-        self.method = spec.name
         self.score_batch = score_batch or each_group(spec.scorer)
         self.extract_answer = spec.answer_rule
         self.scoring_timer = spec.scoring_timer
@@ -285,7 +284,7 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         size = output["completion_ids"].size(0)
         local = self._local_rows(size)
         # a scorer may ask for a group to be left out of the update (e.g. a filter on the reward's spread)
-        self._skipped = [bool(getattr(score, "skip_training", False)) for score in self._batch.scores]
+        self._skipped = [score.skip_training for score in self._batch.scores]
         self._report_rewards()
         rewards = torch.tensor(self._batch.rewards, dtype=torch.float32).view(-1, g)[:, :n_train]
         # GRPO advantage, normalised within each group over the trained rollouts: A = (r - mean) / (std + 1e-4),
