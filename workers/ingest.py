@@ -17,7 +17,8 @@ from rl.events import tail_events
 from webapp.alerts import engine as alerts
 from webapp.live import push
 from webapp.runs import lifecycle
-from webapp.runs.models import Group, MetricPoint, Rollout, Run, RunEvent, RZeroQuestion
+from webapp.runs import bulk
+from webapp.runs.models import Group, MetricPoint, MetricSeries, Rollout, Run, RunEvent, RZeroQuestion
 
 log = logging.getLogger(__name__)
 
@@ -117,8 +118,8 @@ def ingest_events(run: Run, events: list[dict]) -> int:
     with transaction.atomic():
         _commit_without_waiting_for_the_disk()
         # the row lock orders concurrent ingestion of one run (a supervisor and a resumed one)
-        stored = Run.objects.select_for_update().values_list("last_seq", flat=True).get(pk=run.pk)
-        run.last_seq = max(run.last_seq, stored)
+        stored_seq, stored_step = Run.objects.select_for_update().values_list("last_seq", "last_step").get(pk=run.pk)
+        run.last_seq, run.last_step = max(run.last_seq, stored_seq), stored_step
         new, top = [], run.last_seq
         for e in events:  # a seq not above every one before it is stored already (or a corrupt repeat)
             if e["seq"] > top:
@@ -143,7 +144,7 @@ def ingest_events(run: Run, events: list[dict]) -> int:
         _store_groups(run, new)
         _store_rzero_questions(run, new)
         new = [_with_derived_health(run, e) for e in new]
-        _store_metrics(run, new)
+        _store_metrics(run, new, first_new_step=(stored_step + 1) if stored_step is not None else None)
         steps = [e["step"] for e in new if isinstance(e.get("step"), int)]
         updates = {"last_seq": max(max(seqs), run.last_seq)}
         if steps:
@@ -220,18 +221,41 @@ def _with_derived_health(run: Run, event: dict) -> dict:
     return {**event, "values": {**derived, **event["values"]}}
 
 
-def _store_metrics(run, events):
-    points = []
+def _store_metrics(run, events, first_new_step):
+    """Metric values as points of their series, and each metrics/eval event's time as a point of its
+    clock series. A step at or past first_new_step cannot be stored yet (no event of the run has
+    reached it), so those points go in by COPY; an earlier step (an eval of a step already logged, or
+    a step logged again after a resume) is upserted: the later value wins, as the later event would."""
+    latest = {}  # (clock, name, step) -> value; within a batch too, the later event wins
     for e in events:
-        if e["type"] == "metrics":
-            prefix = ""
-        elif e["type"] == "eval":
-            prefix = "eval/"
-        else:
+        kind = e["type"]
+        if kind not in ("metrics", "eval") or not isinstance(e.get("step"), int):
             continue
+        prefix = "eval/" if kind == "eval" else ""
+        latest[(True, kind, e["step"])] = _number(e.get("time"))
         for name, value in e.get("values", {}).items():
-            points.append(MetricPoint(run=run, seq=e["seq"], step=e["step"], name=prefix + name, value=_number(value)))
-    MetricPoint.objects.bulk_create(points, batch_size=1000)
+            latest[(False, prefix + name, e["step"])] = _number(value)
+    if not latest:
+        return
+    ids = _series_ids(run, {(clock, name) for clock, name, _ in latest})
+    fresh, seen = [], []
+    for (clock, name, step), value in latest.items():
+        row = (ids[(clock, name)], step, value)
+        (fresh if first_new_step is None or step >= first_new_step else seen).append(row)
+    table = MetricPoint._meta.db_table
+    bulk.copy_rows(table, ["series_id", "step", "value"], fresh)
+    bulk.upsert_points(table, seen)
+
+
+def _series_ids(run, keys: set) -> dict:
+    """{(clock, name): series id} for the given series of the run, creating the ones it lacks
+    (ingestion of one run is serialised by the run row lock, so no two create the same)."""
+    ids = {(clock, name): pk for pk, clock, name in MetricSeries.objects.filter(run=run).values_list("id", "clock", "name")}
+    missing = sorted(keys - ids.keys())
+    if missing:
+        created = MetricSeries.objects.bulk_create([MetricSeries(run=run, clock=c, name=_text(n)) for c, n in missing])
+        ids.update({(s.clock, n): s.pk for s, (_, n) in zip(created, missing)})
+    return ids
 
 
 def _store_groups(run, events):
@@ -251,26 +275,28 @@ def _store_groups(run, events):
             for e in group_events
         ]
     )
-    rollouts = []
-    for group, e in zip(groups, group_events):
-        for r in e.get("rollouts", []):
-            rollouts.append(
-                Rollout(
-                    group=group,
-                    index=r["index"],
-                    text=_text(r.get("text", "")),
-                    answer=_text(r.get("answer")),
-                    valid=bool(r.get("valid")),
-                    in_majority=bool(r.get("in_majority")),
-                    reward=_number(r.get("reward")),
-                    advantage=_number(r.get("advantage")),
-                    length=int(r.get("length") or 0),
-                    used_for_training=bool(r.get("used_for_training", True)),
-                    entropy=_number(r.get("entropy")),
-                    extra=_json_safe(r.get("extra") or {}),
-                )
-            )
-    Rollout.objects.bulk_create(rollouts, batch_size=1000)
+    bulk.copy_rows(Rollout._meta.db_table, ROLLOUT_COLUMNS, (
+        (
+            group.pk,
+            r["index"],
+            _text(r.get("text", "")),
+            _text(r.get("answer")),
+            bool(r.get("valid")),
+            bool(r.get("in_majority")),
+            _number(r.get("reward")),
+            _number(r.get("advantage")),
+            int(r.get("length") or 0),
+            bool(r.get("used_for_training", True)),
+            _number(r.get("entropy")),
+            bulk.json_text(_json_safe(r.get("extra") or {})),
+        )
+        for group, e in zip(groups, group_events)
+        for r in e.get("rollouts", [])
+    ))
+
+
+ROLLOUT_COLUMNS = ["group_id", "index", "text", "answer", "valid", "in_majority", "reward", "advantage", "length",
+                   "used_for_training", "entropy", "extra"]
 
 
 def _store_rzero_questions(run, events):

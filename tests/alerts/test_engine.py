@@ -71,7 +71,7 @@ def test_ingestion_derives_invalid_truncated_and_zero_variance_ratios_from_rollo
             for r in event["rollouts"]:
                 r.update(valid=False, answer=None, reward=0.0, length=512)
     ingest_each(run, events, django_capture_on_commit_callbacks)
-    values = dict(MetricPoint.objects.filter(run=run, step=1).values_list("name", "value"))
+    values = dict(MetricPoint.objects.filter(series__run=run, series__clock=False, step=1).values_list("series__name", "value"))
     assert values["invalid_ratio"] == 1.0 and values["truncated_ratio"] == 1.0 and values["zero_variance_groups"] == 1.0
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from tests.e2e.helpers import SMALL_TTRL, LiveMessages
 from tests.factories import make_prompt_set
-from webapp.runs.models import Group, MetricPoint, Rollout
+from webapp.runs.models import Group, MetricSeries, Rollout
 
 pytestmark = pytest.mark.e2e
 
@@ -38,7 +38,7 @@ def test_a_two_step_ttrl_run_succeeds_and_streams_its_metrics(api, live_stack, l
     assert DASHBOARD_METRICS <= set(metric_messages[-1]["values"])
     assert live.of_type("group") and live.of_type("status")[-1]["state"] == "succeeded"
     # What the database holds:
-    names = set(MetricPoint.objects.filter(run_id=run["id"]).values_list("name", flat=True))
+    names = set(MetricSeries.objects.filter(run_id=run["id"], clock=False).values_list("name", flat=True))
     assert DASHBOARD_METRICS <= names
     assert Group.objects.filter(run_id=run["id"], step=2).count() == 2  # prompts_per_step
     assert Rollout.objects.filter(group__run_id=run["id"], group__step=2).count() == 2 * SMALL_TTRL["n_votes"]

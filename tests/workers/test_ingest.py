@@ -6,6 +6,7 @@ from channels.layers import get_channel_layer
 
 from tests.factories import event_log, make_prompt_set
 from webapp.runs.models import Group, MetricPoint, Rollout, Run, RunEvent
+from webapp.runs.queries import metric_series
 from workers.ingest import EventTail, ingest_events
 from webapp.live import run_group_name
 
@@ -20,7 +21,8 @@ def run(user):
 def snapshot(run):
     return (
         list(RunEvent.objects.filter(run=run).values_list("seq", "type", "step", "payload")),
-        list(MetricPoint.objects.filter(run=run).values_list("seq", "step", "name", "value")),
+        list(MetricPoint.objects.filter(series__run=run).order_by("series__clock", "series__name", "step")
+             .values_list("series__clock", "series__name", "step", "value")),
         list(Group.objects.filter(run=run).values_list("seq", "step", "prompt_id", "majority_answer")),
         list(Rollout.objects.filter(group__run=run).values_list("group__seq", "index", "text", "reward", "advantage")),
     )
@@ -46,14 +48,14 @@ def test_a_restarted_reader_skips_what_was_ingested_and_adds_the_rest(run):
 
 def test_it_stores_metrics_by_name_and_step(run):
     ingest_events(run, event_log())
-    entropy = list(MetricPoint.objects.filter(run=run, name="entropy").values_list("step", "value"))
+    entropy = list(MetricPoint.objects.filter(series__run=run, series__name="entropy").values_list("step", "value"))
     assert entropy == [(1, 1.0), (2, 0.5)]
 
 
 def test_it_stores_a_diverged_loss_as_missing_rather_than_failing(run):
     events = [{"seq": 0, "time": 1.0, "type": "metrics", "step": 1, "values": {"loss": float("nan")}}]
     ingest_events(run, events)
-    assert MetricPoint.objects.get(run=run, name="loss").value is None
+    assert MetricPoint.objects.get(series__run=run, series__name="loss").value is None
 
 
 def test_it_pushes_each_new_event_to_the_runs_channel_group(run):
@@ -166,5 +168,53 @@ def test_each_metric_value_and_rollout_is_stored_once_not_again_in_the_event_pay
     # status, stage, checkpoint, log and eval events keep theirs
     assert [p["state"] for p in payloads["status"]] == ["running", "succeeded"]
     assert payloads["checkpoint"][0]["path"] == "checkpoints/step-1"
-    assert MetricPoint.objects.filter(run=run, step=1, name="entropy").exists()
+    assert MetricPoint.objects.filter(series__run=run, step=1, series__name="entropy").exists()
     assert Rollout.objects.filter(group__run=run, group__step=1).count() == 2 * 4
+
+
+def test_a_step_logged_again_after_a_resume_keeps_the_later_value_and_time(run):
+    # A trainer killed after step 2 and resumed from its step-1 checkpoint logs step 2 again.
+    first = [{"seq": 0, "time": 10.0, "type": "metrics", "step": 1, "values": {"entropy": 1.0}},
+             {"seq": 1, "time": 20.0, "type": "metrics", "step": 2, "values": {"entropy": 0.9}}]
+    again = [{"seq": 2, "time": 30.0, "type": "metrics", "step": 2, "values": {"entropy": 0.7}},
+             {"seq": 3, "time": 40.0, "type": "metrics", "step": 3, "values": {"entropy": 0.6}}]
+    ingest_events(run, first)
+    ingest_events(run, again)
+    series = metric_series(run)["entropy"]
+    assert series == {"steps": [1, 2, 3], "values": [1.0, 0.7, 0.6], "times": [10.0, 30.0, 40.0]}
+
+
+def test_a_step_logged_twice_in_one_batch_keeps_the_later_value(run):
+    events = [{"seq": 0, "time": 10.0, "type": "metrics", "step": 1, "values": {"entropy": 1.0}},
+              {"seq": 1, "time": 20.0, "type": "metrics", "step": 1, "values": {"entropy": 0.5}}]
+    ingest_events(run, events)
+    assert metric_series(run)["entropy"] == {"steps": [1], "values": [0.5], "times": [20.0]}
+
+
+def test_an_eval_of_a_step_already_logged_gets_its_own_series_and_time(run):
+    ingest_events(run, [{"seq": 0, "time": 10.0, "type": "metrics", "step": 4, "values": {"entropy": 1.0}}])
+    ingest_events(run, [{"seq": 1, "time": 15.0, "type": "eval", "step": 4, "values": {"pass@16": 0.5}}])
+    series = metric_series(run)
+    assert series["eval/pass@16"] == {"steps": [4], "values": [0.5], "times": [15.0]}
+    assert series["entropy"] == {"steps": [4], "values": [1.0], "times": [10.0]}
+
+
+def test_a_point_is_one_narrow_row_of_its_series(run):
+    ingest_events(run, event_log(steps=2))
+    point = MetricPoint.objects.filter(series__run=run, series__name="entropy").first()
+    # (series, step) is the primary key: no id, no run, no name and no seq repeated on every point
+    assert [f.column for f in MetricPoint._meta.concrete_fields] == ["series_id", "step", "value"]
+    assert point.pk == (point.series_id, point.step)
+
+
+def test_points_and_rollouts_are_written_with_copy_on_postgresql(run):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "postgresql":
+        pytest.skip("COPY is PostgreSQL's")
+    with CaptureQueriesContext(connection) as queries:
+        ingest_events(run, event_log(steps=1))
+    inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
+    assert not any("metricpoint" in sql or "runs_rollout" in sql for sql in inserts)
+    assert MetricPoint.objects.filter(series__run=run).exists() and Rollout.objects.filter(group__run=run).exists()

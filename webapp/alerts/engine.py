@@ -10,7 +10,7 @@ import time
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Min, Q
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from rl.alert_rule_specs import RULES, resolve_thresholds
@@ -42,23 +42,50 @@ def _finite(value):
     return value if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def load_history(run, up_to_step: int | None = None) -> History:
-    from webapp.runs.models import MetricPoint
+def load_history(run, up_to_step: int | None = None, tail_from: int | None = None) -> History:
+    """The rules' metrics at the run's first HEAD_STEPS steps (start values) and at the TAIL_STEPS
+    steps before tail_from (default: up_to_step) up to up_to_step (default: the last logged step).
+    Each series is read by its (series, step) primary key, never scanned whole."""
+    from webapp.runs.models import MetricPoint, MetricSeries
 
-    points = MetricPoint.objects.filter(run=run).filter(Q(name__in=RULE_METRICS) | Q(name__startswith="eval/"))
+    names = dict(
+        MetricSeries.objects.filter(run=run, clock=False)
+        .filter(Q(name__in=RULE_METRICS) | Q(name__startswith="eval/")).values_list("id", "name")
+    )
+    clocks = MetricSeries.objects.filter(run=run, clock=True).values_list("id", flat=True)
+    firsts = [MetricPoint.objects.filter(series_id=c).order_by("step").values_list("step", flat=True).first()
+              for c in clocks]
+    firsts = [f for f in firsts if f is not None and (up_to_step is None or f <= up_to_step)]
+    if not names or not firsts:
+        return History(steps=[], metrics={}, max_completion_length=_max_length(run))
+    first = min(firsts)
+    points = MetricPoint.objects.filter(series_id__in=list(names))
     if up_to_step is not None:
         points = points.filter(step__lte=up_to_step)
-    bounds = points.aggregate(first=Min("step"), last=Max("step"))
-    if bounds["first"] is None:
-        return History(steps=[], metrics={}, max_completion_length=_max_length(run))
-    points = points.filter(Q(step__lte=bounds["first"] + HEAD_STEPS) | Q(step__gte=bounds["last"] - TAIL_STEPS))
+    else:
+        up_to_step = points.aggregate(last=Max("step"))["last"]
+    tail_from = up_to_step if tail_from is None else tail_from
+    points = points.filter(Q(step__lte=first + HEAD_STEPS) | Q(step__gte=tail_from - TAIL_STEPS))
     by_step: dict[int, dict[str, float | None]] = {}
-    for step, name, value in points.order_by("step", "seq").values_list("step", "name", "value"):
-        by_step.setdefault(step, {})[name] = _finite(value)
+    for step, series_id, value in points.values_list("step", "series_id", "value"):
+        by_step.setdefault(step, {})[names[series_id]] = _finite(value)
+    return _history(by_step, _max_length(run))
+
+
+def _history(by_step: dict, max_completion_length) -> History:
     steps = sorted(by_step)
     names = sorted({n for values in by_step.values() for n in values})
     metrics = {n: [by_step[s].get(n) for s in steps] for n in names}
-    return History(steps=steps, metrics=metrics, max_completion_length=_max_length(run))
+    return History(steps=steps, metrics=metrics, max_completion_length=max_completion_length)
+
+
+def _history_at(history: History, step: int) -> History:
+    """What load_history(run, up_to_step=step) reads, cut from a history loaded for a batch of steps."""
+    first = history.steps[0] if history.steps else 0
+    keep = [i for i, s in enumerate(history.steps) if s <= step and (s <= first + HEAD_STEPS or s >= step - TAIL_STEPS)]
+    return History(steps=[history.steps[i] for i in keep],
+                   metrics={n: [values[i] for i in keep] for n, values in history.metrics.items()},
+                   max_completion_length=history.max_completion_length)
 
 
 def _max_length(run):
@@ -75,8 +102,10 @@ def evaluate_steps(run, steps: list[int]) -> None:
     if not steps:
         return
     thresholds = thresholds_for(run)
-    for step in sorted(set(steps)):
-        findings = evaluate_step_rules(load_history(run, up_to_step=step), thresholds)
+    steps = sorted(set(steps))
+    history = load_history(run, up_to_step=steps[-1], tail_from=steps[0])  # one read for the whole batch
+    for step in steps:
+        findings = evaluate_step_rules(_history_at(history, step), thresholds)
         for kind, finding in findings.items():
             apply_finding(run, kind, finding, step)
     apply_finding(run, "stalled", None, max(steps))

@@ -83,11 +83,13 @@ def with_tag(runs, tag: str):
 
 
 def _last_metric_annotations() -> dict:
-    """One correlated subquery per health column, served by the (run, name, step) index:
+    """One correlated subquery per health column, served by the series' (run, clock, name) and
+    the points' (series, step) indexes:
     the whole list is one SQL query."""
     annotations = {}
     for n, (name, _, _) in enumerate(HEALTH_COLUMNS):
-        latest = MetricPoint.objects.filter(run=OuterRef("pk"), name=name).order_by("-step", "-seq")
+        latest = MetricPoint.objects.filter(series__run=OuterRef("pk"), series__clock=False,
+                                            series__name=name).order_by("-step")
         annotations[f"health_{n}"] = Subquery(latest.values("value")[:1])
     return annotations
 

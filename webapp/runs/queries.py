@@ -7,7 +7,7 @@ from django.db.models import Max
 
 from rl.methods import METHODS, get_method, metric_prefixes
 
-from .models import Group, MetricPoint, Run, RunEvent
+from .models import Group, MetricPoint, MetricSeries, Run, RunEvent
 
 LIVE_CHART_METRICS = ["entropy", "response_length/mean", "reward/mean", "majority_ratio", "label_accuracy"]
 
@@ -60,24 +60,12 @@ def metric_series_of_runs(run_ids: list[int], names: list[str] | None = None, si
                           max_points: int | None = None) -> dict:
     """metric_series for several runs in one query: {run_id: {name: series}}.
 
-    A point's time is its event's, joined on (run, seq): MetricPoint has no foreign key
-    to RunEvent, so the join is written out; the unique (run, seq) index serves it."""
+    Each point is a range scan of its series' primary key (series, step), already in step order; its
+    time is its clock series' point at the same step (MetricSeries.clock_for)."""
     result = {run_id: {} for run_id in run_ids}
     if not run_ids:
         return result
-    points, events = MetricPoint._meta.db_table, RunEvent._meta.db_table
-    where, params = [f"p.run_id IN ({', '.join(['%s'] * len(run_ids))})"], list(run_ids)
-    if names:
-        where.append(f"p.name IN ({', '.join(['%s'] * len(names))})")
-        params += list(names)
-    if since_step is not None:
-        where.append("p.step > %s")
-        params.append(since_step)
-    sql = (
-        f"SELECT p.run_id, p.name, p.step, p.value, e.time FROM {points} p "
-        f"LEFT JOIN {events} e ON e.run_id = p.run_id AND e.seq = p.seq "
-        f"WHERE {' AND '.join(where)} ORDER BY p.run_id, p.name, p.step, p.seq"
-    )
+    sql, params = _series_sql(run_ids, names, since_step)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         for run_id, name, step, value, time in cursor.fetchall():
@@ -92,6 +80,26 @@ def metric_series_of_runs(run_ids: list[int], names: list[str] | None = None, si
             for name, series in per_run.items():
                 per_run[name] = downsample(series, max_points)
     return result
+
+
+def _series_sql(run_ids, names, since_step) -> tuple[str, list]:
+    series, points = MetricSeries._meta.db_table, MetricPoint._meta.db_table
+    where, params = [f"s.run_id IN ({', '.join(['%s'] * len(run_ids))})", "NOT s.clock"], list(run_ids)
+    if names:
+        where.append(f"s.name IN ({', '.join(['%s'] * len(names))})")
+        params += list(names)
+    if since_step is not None:
+        where.append("p.step > %s")
+        params.append(since_step)
+    sql = (
+        f"SELECT s.run_id, s.name, p.step, p.value, t.value FROM {series} s "
+        f"JOIN {points} p ON p.series_id = s.id "
+        f"LEFT JOIN {series} c ON c.run_id = s.run_id AND c.clock "
+        f"AND c.name = CASE WHEN substr(s.name, 1, 5) = 'eval/' THEN 'eval' ELSE 'metrics' END "
+        f"LEFT JOIN {points} t ON t.series_id = c.id AND t.step = p.step "
+        f"WHERE {' AND '.join(where)} ORDER BY s.run_id, s.name, p.step"
+    )
+    return sql, params
 
 
 def downsample(series: dict, max_points: int) -> dict:

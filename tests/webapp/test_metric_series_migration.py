@@ -1,0 +1,44 @@
+"""Metric points stored before series existed move into series and narrow points, times included."""
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BEFORE = [("runs", "0005_rzero_question")]
+AFTER = [("runs", "0006_metric_series")]
+
+
+def migrate(targets):
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
+
+
+def test_old_points_become_series_whose_later_value_of_a_step_wins_with_its_event_time():
+    try:
+        old = migrate(BEFORE)
+        user = old.get_model("auth", "User").objects.create(username="ada")
+        team = old.get_model("accounts", "Team").objects.create(name="t")
+        prompt_set = old.get_model("prompts", "PromptSet").objects.create(name="s", owner=user, format="json", team=team)
+        run = old.get_model("runs", "Run").objects.create(name="r", method="ttrl", prompt_set=prompt_set, max_steps=2,
+                                                           created_by=user, team=team)
+        Event, Point = old.get_model("runs", "RunEvent"), old.get_model("runs", "MetricPoint")
+        for seq, kind, step, time in [(0, "metrics", 1, 10.0), (1, "metrics", 2, 20.0), (2, "eval", 2, 25.0),
+                                      (3, "metrics", 2, 30.0)]:  # seq 3: step 2 logged again after a resume
+            Event.objects.create(run=run, seq=seq, type=kind, time=time, step=step, payload={})
+        for seq, step, name, value in [(0, 1, "entropy", 1.0), (1, 2, "entropy", 0.9), (2, 2, "eval/pass@16", 0.5),
+                                       (3, 2, "entropy", 0.7)]:
+            Point.objects.create(run=run, seq=seq, step=step, name=name, value=value)
+
+        migrate(AFTER)
+        from webapp.runs.models import Run
+        from webapp.runs.queries import metric_series
+
+        assert metric_series(Run.objects.get(pk=run.pk)) == {
+            "entropy": {"steps": [1, 2], "values": [1.0, 0.7], "times": [10.0, 30.0]},
+            "eval/pass@16": {"steps": [2], "values": [0.5], "times": [25.0]},
+        }
+    finally:
+        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
