@@ -46,15 +46,19 @@ class History:
     steps: list[int]  # ascending step numbers, one per trained step
     metrics: dict[str, list[float | None]]  # name -> values aligned with steps; None where missing
     max_completion_length: int | None = None
+    # True when every value is a finite float or None already (the server cleans what it loads), so
+    # series() need not check each one again: ingestion judges every step of a batch.
+    clean: bool = False
 
     def series(self, name: str) -> list[float | None] | None:
         """The metric aligned with ``steps`` (NaN and non-numbers as None), or None if never logged."""
         raw = self.metrics.get(name)
         if raw is None:
             return None
-        values = [finite(v) for v in list(raw)[: len(self.steps)]]
-        values += [None] * (len(self.steps) - len(values))
-        return values if any(v is not None for v in values) else None
+        n = len(self.steps)
+        values = list(raw[:n]) if self.clean else [finite(v) for v in list(raw)[:n]]
+        values += [None] * (n - len(values))
+        return values if values.count(None) != n else None
 
 
 @dataclass

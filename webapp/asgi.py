@@ -2,6 +2,9 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The web server keeps PostgreSQL connections in a pool (settings.py): a request no longer pays for a
+# new connection. Only here: Celery's prefork children must not inherit a parent's pool.
+os.environ.setdefault("EVOLAB_DB_POOL", "1")
 
 from django.core.asgi import get_asgi_application  # noqa: E402
 

@@ -8,6 +8,7 @@ Seqs only grow within a log (rl.events), so this is the same as "not stored yet"
 """
 import logging
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.db import connection, transaction
@@ -17,8 +18,8 @@ from rl.events import tail_events
 from webapp.alerts import engine as alerts
 from webapp.live import push
 from webapp.runs import lifecycle
-from webapp.runs import bulk
-from webapp.runs.models import Group, MetricPoint, MetricSeries, Rollout, Run, RunEvent, RZeroQuestion
+from webapp.runs import bulk, series
+from webapp.runs.models import Group, Rollout, Run, RunEvent, RZeroQuestion
 
 log = logging.getLogger(__name__)
 
@@ -118,8 +119,13 @@ def ingest_events(run: Run, events: list[dict]) -> int:
     with transaction.atomic():
         _commit_without_waiting_for_the_disk()
         # the row lock orders concurrent ingestion of one run (a supervisor and a resumed one)
-        stored_seq, stored_step = Run.objects.select_for_update().values_list("last_seq", "last_step").get(pk=run.pk)
+        stored_seq, stored_step, run.series_closed_until = (
+            Run.objects.select_for_update().values_list("last_seq", "last_step", "series_closed_until").get(pk=run.pk))
         run.last_seq, run.last_step = max(run.last_seq, stored_seq), stored_step
+        memory = getattr(run, "_ingest_memory", None)
+        if memory is None or memory.seq != stored_seq:
+            memory = _RunMemory(seq=stored_seq, rules=alerts.RuleMemory({}) if stored_seq < 0 else None)
+        run._ingest_memory = None  # kept again only when this call commits
         new, top = [], run.last_seq
         for e in events:  # a seq not above every one before it is stored already (or a corrupt repeat)
             if e["seq"] > top:
@@ -143,23 +149,40 @@ def ingest_events(run: Run, events: list[dict]) -> int:
         )
         _store_groups(run, new)
         _store_rzero_questions(run, new)
-        new = [_with_derived_health(run, e) for e in new]
-        _store_metrics(run, new, first_new_step=(stored_step + 1) if stored_step is not None else None)
+        new = _with_derived_health(run, new)
         steps = [e["step"] for e in new if isinstance(e.get("step"), int)]
         updates = {"last_seq": max(max(seqs), run.last_seq)}
         if steps:
             updates["last_step"] = max(steps + ([run.last_step] if run.last_step is not None else []))
+        _store_metrics(run, new, (stored_step + 1) if stored_step is not None else None,
+                       updates.get("last_step", stored_step), memory.series_ids)
         Run.objects.filter(pk=run.pk).update(**updates)
-        for field, value in updates.items():
-            setattr(run, field, value)
+        for name, value in updates.items():
+            setattr(run, name, value)
         messages = [m for m in map(_live_message, new) if m is not None]
         transaction.on_commit(lambda: push(run.pk, messages))
         trained = [e for e in new if e["type"] == "metrics"]
+        if memory.rules is not None:
+            memory.rules.add(new)
         if trained:
             # Collapse rules run here, on every new step, never in the browser or the trainer.
-            alerts.evaluate_steps(run, [e["step"] for e in trained])
+            memory.rules = alerts.evaluate_steps(run, [e["step"] for e in trained], memory.rules)
             lifecycle.announce_progress(run, {k: _number(v) for k, v in trained[-1]["values"].items() if k in RUN_LIST_HEALTH})
+        memory.seq = run.last_seq
+        transaction.on_commit(lambda: setattr(run, "_ingest_memory", memory))
     return len(new)
+
+
+@dataclass
+class _RunMemory:
+    """What ingestion keeps of a run between two calls with the same Run object (a supervisor's
+    polls): its series ids and what the alert rules read. Valid only while the database's last_seq
+    is the one this memory was left at, so after a rolled-back call, or another reader's
+    ingestion of the run, the next call reads them from the database again."""
+
+    seq: int
+    series_ids: dict = field(default_factory=dict)
+    rules: "alerts.RuleMemory | None" = None
 
 
 def _commit_without_waiting_for_the_disk() -> None:
@@ -193,39 +216,45 @@ def _payload(event: dict) -> dict:
 RUN_LIST_HEALTH = ("entropy", "response_length/mean", "majority_ratio", "similarity/mean", "invalid_ratio")
 
 
-def _with_derived_health(run: Run, event: dict) -> dict:
-    """A metrics event plus three health signals read from its step's stored rollouts, for
+def _with_derived_health(run: Run, events: list[dict]) -> list[dict]:
+    """Each metrics event plus three health signals read from its step's stored rollouts, for
     every method alike: `invalid_ratio` (no valid answer), `truncated_ratio` (length at
     max_completion_length) and `zero_variance_groups` (prompts whose trained rollouts all
     got one reward, so GRPO's advantages are zero and the step teaches nothing). A value
-    the trainer logged itself is kept."""
-    if event["type"] != "metrics":
-        return event
-    rows = list(
-        Rollout.objects.filter(group__run=run, group__step=event["step"])
-        .values_list("group_id", "valid", "length", "reward", "used_for_training")
-    )
-    if not rows:
-        return event
-    derived = {"invalid_ratio": sum(not valid for _, valid, _, _, _ in rows) / len(rows)}
+    the trainer logged itself is kept. One query for the whole batch."""
+    steps = {e["step"] for e in events if e["type"] == "metrics"}
+    if not steps:
+        return events
+    by_step: dict[int, list] = {}
+    for row in (Rollout.objects.filter(group__run=run, group__step__in=sorted(steps))
+                .values_list("group__step", "group_id", "valid", "length", "reward", "used_for_training")):
+        by_step.setdefault(row[0], []).append(row[1:])
+    if not by_step:
+        return events
     limit = (run.hyperparameters or {}).get("max_completion_length")
-    if isinstance(limit, int) and limit > 0:
-        derived["truncated_ratio"] = sum(length >= limit for _, _, length, _, _ in rows) / len(rows)
-    rewards: dict[int, list[float]] = {}
-    for group_id, _, _, reward, trained in rows:
-        if trained and reward is not None:
-            rewards.setdefault(group_id, []).append(reward)
-    if rewards:
-        flat = sum(1 for values in rewards.values() if max(values) - min(values) < 1e-9)
-        derived["zero_variance_groups"] = flat / len(rewards)
-    return {**event, "values": {**derived, **event["values"]}}
+    out = []
+    for event in events:
+        rows = by_step.get(event.get("step")) if event["type"] == "metrics" else None
+        if not rows:
+            out.append(event)
+            continue
+        derived = {"invalid_ratio": sum(not valid for _, valid, _, _, _ in rows) / len(rows)}
+        if isinstance(limit, int) and limit > 0:
+            derived["truncated_ratio"] = sum(length >= limit for _, _, length, _, _ in rows) / len(rows)
+        rewards: dict[int, list[float]] = {}
+        for group_id, _, _, reward, trained in rows:
+            if trained and reward is not None:
+                rewards.setdefault(group_id, []).append(reward)
+        if rewards:
+            flat = sum(1 for values in rewards.values() if max(values) - min(values) < 1e-9)
+            derived["zero_variance_groups"] = flat / len(rewards)
+        out.append({**event, "values": {**derived, **event["values"]}})
+    return out
 
 
-def _store_metrics(run, events, first_new_step):
+def _store_metrics(run, events, first_new_step, last_step, known_series):
     """Metric values as points of their series, and each metrics/eval event's time as a point of its
-    clock series. A step at or past first_new_step cannot be stored yet (no event of the run has
-    reached it), so those points go in by COPY; an earlier step (an eval of a step already logged, or
-    a step logged again after a resume) is upserted: the later value wins, as the later event would."""
+    clock series (webapp/runs/series.py)."""
     latest = {}  # (clock, name, step) -> value; within a batch too, the later event wins
     for e in events:
         kind = e["type"]
@@ -235,27 +264,7 @@ def _store_metrics(run, events, first_new_step):
         latest[(True, kind, e["step"])] = _number(e.get("time"))
         for name, value in e.get("values", {}).items():
             latest[(False, prefix + name, e["step"])] = _number(value)
-    if not latest:
-        return
-    ids = _series_ids(run, {(clock, name) for clock, name, _ in latest})
-    fresh, seen = [], []
-    for (clock, name, step), value in latest.items():
-        row = (ids[(clock, name)], step, value)
-        (fresh if first_new_step is None or step >= first_new_step else seen).append(row)
-    table = MetricPoint._meta.db_table
-    bulk.copy_rows(table, ["series_id", "step", "value"], fresh)
-    bulk.upsert_points(table, seen)
-
-
-def _series_ids(run, keys: set) -> dict:
-    """{(clock, name): series id} for the given series of the run, creating the ones it lacks
-    (ingestion of one run is serialised by the run row lock, so no two create the same)."""
-    ids = {(clock, name): pk for pk, clock, name in MetricSeries.objects.filter(run=run).values_list("id", "clock", "name")}
-    missing = sorted(keys - ids.keys())
-    if missing:
-        created = MetricSeries.objects.bulk_create([MetricSeries(run=run, clock=c, name=_text(n)) for c, n in missing])
-        ids.update({(s.clock, n): s.pk for s, (_, n) in zip(created, missing)})
-    return ids
+    series.store_points(run, latest, first_new_step, last_step, known_series)
 
 
 def _store_groups(run, events):

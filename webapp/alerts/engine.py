@@ -4,13 +4,14 @@ lives in rl/alert_rules.py; this module feeds it a run's history and persists it
 
 Called where events are ingested (workers/ingest.py, every new step), when a run ends
 failed (webapp/runs/lifecycle.py) and by the periodic stalled-run check."""
+import bisect
 import logging
 import math
 import time
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Q
+from django.db.models import Q
 from django.utils import timezone
 
 from rl.alert_rule_specs import RULES, resolve_thresholds
@@ -44,48 +45,93 @@ def _finite(value):
 
 def load_history(run, up_to_step: int | None = None, tail_from: int | None = None) -> History:
     """The rules' metrics at the run's first HEAD_STEPS steps (start values) and at the TAIL_STEPS
-    steps before tail_from (default: up_to_step) up to up_to_step (default: the last logged step).
-    Each series is read by its (series, step) primary key, never scanned whole."""
-    from webapp.runs.models import MetricPoint, MetricSeries
+    steps before tail_from (default: up_to_step) up to up_to_step (default: the last logged step)."""
+    return _history(_load_by_step(run, up_to_step, tail_from), _max_length(run))
+
+
+def _load_by_step(run, up_to_step: int | None, tail_from: int | None) -> dict:
+    """{step: {name: value}} of what load_history reads. Each series is read by step range
+    (webapp/runs/series.py), never scanned whole."""
+    from webapp.runs import series
+    from webapp.runs.models import MetricSeries
 
     names = dict(
         MetricSeries.objects.filter(run=run, clock=False)
         .filter(Q(name__in=RULE_METRICS) | Q(name__startswith="eval/")).values_list("id", "name")
     )
-    clocks = MetricSeries.objects.filter(run=run, clock=True).values_list("id", flat=True)
-    firsts = [MetricPoint.objects.filter(series_id=c).order_by("step").values_list("step", flat=True).first()
-              for c in clocks]
-    firsts = [f for f in firsts if f is not None and (up_to_step is None or f <= up_to_step)]
-    if not names or not firsts:
-        return History(steps=[], metrics={}, max_completion_length=_max_length(run))
-    first = min(firsts)
-    points = MetricPoint.objects.filter(series_id__in=list(names))
-    if up_to_step is not None:
-        points = points.filter(step__lte=up_to_step)
-    else:
-        up_to_step = points.aggregate(last=Max("step"))["last"]
+    first = series.first_step(run)
+    if not names or first is None or (up_to_step is not None and first > up_to_step):
+        return {}
+    if up_to_step is None:
+        up_to_step = series.last_step(run)
     tail_from = up_to_step if tail_from is None else tail_from
-    points = points.filter(Q(step__lte=first + HEAD_STEPS) | Q(step__gte=tail_from - TAIL_STEPS))
+    head = series.read_range(names, high=min(first + HEAD_STEPS, up_to_step))
+    tail = series.read_range(names, low=max(tail_from - TAIL_STEPS, first + HEAD_STEPS + 1), high=up_to_step)
     by_step: dict[int, dict[str, float | None]] = {}
-    for step, series_id, value in points.values_list("step", "series_id", "value"):
-        by_step.setdefault(step, {})[names[series_id]] = _finite(value)
-    return _history(by_step, _max_length(run))
+    for points in (head, tail):
+        for series_id, pairs in points.items():
+            for step, value in pairs:
+                by_step.setdefault(step, {})[names[series_id]] = _finite(value)
+    return by_step
+
+
+def _is_rule_metric(name: str) -> bool:
+    return name in _RULE_METRIC_SET or name.startswith("eval/")
+
+
+_RULE_METRIC_SET = frozenset(RULE_METRICS)
+
+
+class RuleMemory:
+    """What the rules read of one run (its first HEAD_STEPS steps and the last TAIL_STEPS), kept by
+    ingestion between two calls for the same run so a live run's next step is judged without
+    reading its history back: add() the new events, and it holds what load_history would read."""
+
+    def __init__(self, by_step: dict):
+        self.by_step = by_step
+
+    def add(self, events: list[dict]) -> None:
+        """Metrics and eval events just stored (metrics with their derived health values); a step
+        logged again replaces its values, as it does in the database."""
+        for e in events:
+            if e["type"] not in ("metrics", "eval") or not isinstance(e.get("step"), int):
+                continue
+            prefix = "eval/" if e["type"] == "eval" else ""
+            values = {prefix + k: _finite(v) for k, v in e.get("values", {}).items() if _is_rule_metric(prefix + k)}
+            if values:
+                self.by_step.setdefault(e["step"], {}).update(values)
+
+    def forget_the_middle(self) -> None:
+        """Drop the steps no later judgement reads: after the head, before the last TAIL_STEPS."""
+        if not self.by_step:
+            return
+        first, last = min(self.by_step), max(self.by_step)
+        for step in [s for s in self.by_step if first + HEAD_STEPS < s < last - TAIL_STEPS]:
+            del self.by_step[step]
 
 
 def _history(by_step: dict, max_completion_length) -> History:
     steps = sorted(by_step)
     names = sorted({n for values in by_step.values() for n in values})
     metrics = {n: [by_step[s].get(n) for s in steps] for n in names}
-    return History(steps=steps, metrics=metrics, max_completion_length=max_completion_length)
+    return History(steps=steps, metrics=metrics, max_completion_length=max_completion_length, clean=True)
 
 
 def _history_at(history: History, step: int) -> History:
-    """What load_history(run, up_to_step=step) reads, cut from a history loaded for a batch of steps."""
-    first = history.steps[0] if history.steps else 0
-    keep = [i for i, s in enumerate(history.steps) if s <= step and (s <= first + HEAD_STEPS or s >= step - TAIL_STEPS)]
-    return History(steps=[history.steps[i] for i in keep],
-                   metrics={n: [values[i] for i in keep] for n, values in history.metrics.items()},
-                   max_completion_length=history.max_completion_length)
+    """What load_history(run, up_to_step=step) reads, cut from a history loaded for a batch of steps:
+    the head steps and the TAIL_STEPS before `step` (bisect, so a long batch stays linear)."""
+    steps = history.steps
+    if not steps:
+        return history
+    head_end = bisect.bisect_right(steps, min(steps[0] + HEAD_STEPS, step))
+    tail_start = max(head_end, bisect.bisect_left(steps, step - TAIL_STEPS))
+    tail_end = max(tail_start, bisect.bisect_right(steps, step))
+
+    def cut(values):
+        return values[:head_end] + values[tail_start:tail_end]
+
+    return History(steps=cut(steps), metrics={n: cut(values) for n, values in history.metrics.items()},
+                   max_completion_length=history.max_completion_length, clean=history.clean)
 
 
 def _max_length(run):
@@ -96,19 +142,67 @@ def _max_length(run):
 # --- the rules' entry points -------------------------------------------------------------
 
 
-def evaluate_steps(run, steps: list[int]) -> None:
+def evaluate_steps(run, steps: list[int], memory: RuleMemory | None = None) -> RuleMemory | None:
     """Ingestion stored these new steps: run every step rule at each, in order, so an alert
-    fires at the step where its condition first held. New events also end a `stalled` alert."""
+    fires at the step where its condition first held. New events also end a `stalled` alert.
+
+    The run's active alerts are read once per batch and written only when something changes: a
+    healthy step costs no query, and an alert that holds over many steps of a batch is saved once
+    at the end (its `updates` counting every step), so a restarted supervisor catching up on
+    thousands of steps stays fast.
+
+    `memory`: what the rules read of this run, kept since the caller's last call with these steps
+    added (RuleMemory); None reads it from the database. Returns the memory for the next call."""
     if not steps:
-        return
+        return memory
     thresholds = thresholds_for(run)
     steps = sorted(set(steps))
-    history = load_history(run, up_to_step=steps[-1], tail_from=steps[0])  # one read for the whole batch
-    for step in steps:
-        findings = evaluate_step_rules(_history_at(history, step), thresholds)
-        for kind, finding in findings.items():
-            apply_finding(run, kind, finding, step)
-    apply_finding(run, "stalled", None, max(steps))
+    if memory is None:  # one read for the whole batch
+        memory = RuleMemory(_load_by_step(run, up_to_step=steps[-1], tail_from=steps[0]))
+    history = _history(memory.by_step, _max_length(run))
+    with transaction.atomic(savepoint=False):  # inside ingestion's transaction: no savepoint round trips
+        active = {a.rule: a for a in Alert.objects.select_for_update().filter(run=run, state__in=Alert.ACTIVE)}
+        pending = {}  # rule -> updates held in memory since the alert was last saved
+        for step in steps:
+            for kind, finding in evaluate_step_rules(_history_at(history, step), thresholds).items():
+                alert = active.get(kind)
+                if finding is None:
+                    if alert is not None:
+                        _save_update(alert, run, pending.pop(kind, 0))
+                        _resolve_active(run, kind, step)
+                        del active[kind]
+                elif alert is None:
+                    active[kind] = apply_finding(run, kind, finding, step)
+                else:
+                    escalated = Alert.SEVERITY_RANK[finding.severity] > Alert.SEVERITY_RANK[alert.severity]
+                    _update_in_memory(alert, finding)
+                    pending[kind] = pending.get(kind, 0) + 1
+                    if escalated:
+                        _save_update(alert, run, pending.pop(kind))
+                        _notify(alert, "escalated")
+        for kind, count in pending.items():
+            _save_update(active[kind], run, count)
+        if "stalled" in active:
+            _resolve_active(run, "stalled", steps[-1])
+    memory.forget_the_middle()
+    return memory
+
+
+def _update_in_memory(alert: Alert, finding) -> None:
+    alert.severity = finding.severity
+    alert.message = finding.message
+    alert.values = _json_values(finding.values)
+    alert.last_step = finding.step
+
+
+def _save_update(alert: Alert, run, count: int) -> None:
+    """Store `count` updates made in memory (_update_in_memory) and tell the run's watchers."""
+    if not count:
+        return
+    alert.updates += count
+    alert.save(update_fields=["severity", "message", "values", "last_step", "updates", "updated_at"])
+    alert.run = run
+    _announce(alert)
 
 
 def run_failed(run) -> Alert | None:
@@ -167,14 +261,8 @@ def apply_finding(run, kind: str, finding, step: int | None) -> Alert | None:
                 _notify(alert, "opened")
                 return alert
         escalated = Alert.SEVERITY_RANK[finding.severity] > Alert.SEVERITY_RANK[alert.severity]
-        alert.severity = finding.severity
-        alert.message = finding.message
-        alert.values = _json_values(finding.values)
-        alert.last_step = finding.step
-        alert.updates += 1
-        alert.save(update_fields=["severity", "message", "values", "last_step", "updates", "updated_at"])
-        alert.run = run
-        _announce(alert)
+        _update_in_memory(alert, finding)
+        _save_update(alert, run, 1)
         if escalated:
             _notify(alert, "escalated")
     return alert

@@ -47,6 +47,8 @@ class Run(models.Model):
     resume_requested = models.BooleanField(default=False)
     last_seq = models.IntegerField(default=-1)
     last_step = models.IntegerField(null=True, blank=True)
+    # Steps below this are kept as MetricChunk rows, steps from it on as MetricPoint rows (webapp/runs/series.py).
+    series_closed_until = models.IntegerField(default=0)
 
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -196,6 +198,24 @@ class MetricPoint(models.Model):
 
     class Meta:
         ordering = ["series", "step"]
+
+
+class MetricChunk(models.Model):
+    """A closed stretch of a series (CHUNK_STEPS steps of the run, never written again unless a step
+    in it is logged again) kept as the JSON the API sends: `steps`, `values` and `times` are the
+    bodies of JSON lists ("1,2,3"), rendered once when the chunk closes, so a long series is read as
+    a few rows and sent without formatting a number (webapp/runs/series.py)."""
+
+    pk = models.CompositePrimaryKey("series", "first_step")
+    series = models.ForeignKey(MetricSeries, on_delete=models.CASCADE, related_name="chunks", db_index=False)
+    first_step = models.IntegerField()  # where the chunk's range starts, a multiple of CHUNK_STEPS
+    last_step = models.IntegerField()  # the last step it holds
+    steps = models.TextField()
+    values = models.TextField()
+    times = models.TextField()
+
+    class Meta:
+        ordering = ["series", "first_step"]
 
 
 class Group(models.Model):

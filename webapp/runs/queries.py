@@ -2,12 +2,12 @@
 import json
 import math
 
-from django.db import connection
 from django.db.models import Max
 
 from rl.methods import METHODS, get_method, metric_prefixes
 
-from .models import Group, MetricPoint, MetricSeries, Run, RunEvent
+from . import series
+from .models import Group, Run, RunEvent
 
 LIVE_CHART_METRICS = ["entropy", "response_length/mean", "reward/mean", "majority_ratio", "label_accuracy"]
 
@@ -58,48 +58,13 @@ def metric_series(run: Run, names: list[str] | None = None, since_step: int | No
 
 def metric_series_of_runs(run_ids: list[int], names: list[str] | None = None, since_step: int | None = None,
                           max_points: int | None = None) -> dict:
-    """metric_series for several runs in one query: {run_id: {name: series}}.
-
-    Each point is a range scan of its series' primary key (series, step), already in step order; its
-    time is its clock series' point at the same step (MetricSeries.clock_for)."""
-    result = {run_id: {} for run_id in run_ids}
-    if not run_ids:
-        return result
-    sql, params = _series_sql(run_ids, names, since_step)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for run_id, name, step, value, time in cursor.fetchall():
-            series = result[run_id].get(name)
-            if series is None:
-                series = result[run_id][name] = {"steps": [], "values": [], "times": []}
-            series["steps"].append(step)
-            series["values"].append(value)
-            series["times"].append(time)
-    if max_points is not None:
-        for per_run in result.values():
-            for name, series in per_run.items():
-                per_run[name] = downsample(series, max_points)
+    """metric_series for several runs at once: {run_id: {name: series}} (webapp/runs/series.py reads them)."""
+    result = {}
+    for run_id, found in series.read(run_ids, names, since_step).items():
+        result[run_id] = {name: item.lists() for name, item in found.items()}
+        if max_points is not None:
+            result[run_id] = {name: downsample(lists, max_points) for name, lists in result[run_id].items()}
     return result
-
-
-def _series_sql(run_ids, names, since_step) -> tuple[str, list]:
-    series, points = MetricSeries._meta.db_table, MetricPoint._meta.db_table
-    where, params = [f"s.run_id IN ({', '.join(['%s'] * len(run_ids))})", "NOT s.clock"], list(run_ids)
-    if names:
-        where.append(f"s.name IN ({', '.join(['%s'] * len(names))})")
-        params += list(names)
-    if since_step is not None:
-        where.append("p.step > %s")
-        params.append(since_step)
-    sql = (
-        f"SELECT s.run_id, s.name, p.step, p.value, t.value FROM {series} s "
-        f"JOIN {points} p ON p.series_id = s.id "
-        f"LEFT JOIN {series} c ON c.run_id = s.run_id AND c.clock "
-        f"AND c.name = CASE WHEN substr(s.name, 1, 5) = 'eval/' THEN 'eval' ELSE 'metrics' END "
-        f"LEFT JOIN {points} t ON t.series_id = c.id AND t.step = p.step "
-        f"WHERE {' AND '.join(where)} ORDER BY s.run_id, s.name, p.step"
-    )
-    return sql, params
 
 
 def downsample(series: dict, max_points: int) -> dict:

@@ -65,6 +65,22 @@ class Migration(migrations.Migration):
             ],
             options={"ordering": ["series", "step"]},
         ),
+        migrations.CreateModel(
+            name="MetricChunk",
+            fields=[
+                ("pk", models.CompositePrimaryKey("series", "first_step", blank=True, editable=False, primary_key=True,
+                                                  serialize=False)),
+                ("series", models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE,
+                                             related_name="chunks", to="runs.metricseries")),
+                ("first_step", models.IntegerField()),
+                ("last_step", models.IntegerField()),
+                ("steps", models.TextField()),
+                ("values", models.TextField()),
+                ("times", models.TextField()),
+            ],
+            options={"ordering": ["series", "first_step"]},
+        ),
+        migrations.AddField(model_name="run", name="series_closed_until", field=models.IntegerField(default=0)),
         migrations.RunPython(copy_points, migrations.RunPython.noop),
         migrations.DeleteModel("OldMetricPoint"),
     ]

@@ -1,0 +1,84 @@
+"""Long series close into chunks rendered once (webapp/runs/series.py) and read back exactly."""
+import json
+
+import pytest
+
+from tests.factories import make_prompt_set
+from webapp.alerts.engine import load_history
+from webapp.runs import series
+from webapp.runs.models import MetricChunk, MetricPoint, Run
+from webapp.runs.series import CHUNK_STEPS, OPEN_TAIL
+from webapp.runs.queries import metric_series
+from workers.ingest import ingest_events
+
+pytestmark = pytest.mark.django_db
+
+T0 = 1_700_000_000.0
+# closes the ranges [0, C) and [C, 2C) of C = CHUNK_STEPS steps: the last step lies more than OPEN_TAIL past 2C
+STEPS = 2 * CHUNK_STEPS + OPEN_TAIL + 200
+C = CHUNK_STEPS
+
+
+@pytest.fixture
+def run(user):
+    return Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(user), max_steps=STEPS,
+                              created_by=user)
+
+
+def log(steps, start_seq=0, value=lambda s: 1.0 / s):
+    return [{"seq": start_seq + n, "time": T0 + s, "type": "metrics", "step": s,
+             "values": {"entropy": value(s), "loss": None if s == 7 else 0.5 * s}} for n, s in enumerate(steps)]
+
+
+def expected(steps, value=lambda s: 1.0 / s):
+    return {"steps": list(steps), "values": [value(s) for s in steps], "times": [T0 + s for s in steps]}
+
+
+def test_a_long_series_closes_into_chunks_and_reads_back_every_point(run):
+    ingest_events(run, log(range(1, STEPS + 1)))
+    run.refresh_from_db()
+    assert run.series_closed_until == 2 * C
+    chunks = MetricChunk.objects.filter(series__run=run, series__name="entropy").order_by("first_step")
+    assert [(c.first_step, c.last_step) for c in chunks] == [(0, C - 1), (C, 2 * C - 1)]
+    assert not MetricPoint.objects.filter(series__run=run, step__lt=2 * C).exists()  # not kept twice
+    read = metric_series(run)
+    assert read["entropy"] == expected(range(1, STEPS + 1))
+    assert read["loss"]["values"][6] is None and read["loss"]["values"][7] == 4.0  # a missing value stays missing
+
+
+def test_the_api_sends_closed_chunks_as_rendered_and_the_same_json_as_the_lists(api_client, run):
+    ingest_events(run, log(range(1, STEPS + 1)))
+    body = api_client.get(f"/api/runs/{run.pk}/metrics?names=entropy").json()
+    assert body == {"run": run.pk, "metrics": {"entropy": expected(range(1, STEPS + 1))}}
+    cut = api_client.get(f"/api/runs/{run.pk}/metrics?names=entropy&since_step={C + C // 2}").json()  # through a chunk
+    assert cut["metrics"]["entropy"] == expected(range(C + C // 2 + 1, STEPS + 1))
+    assert json.loads(series.read_json(run.pk, ["entropy"], STEPS - 10)) == {"entropy": expected(range(STEPS - 9, STEPS + 1))}
+
+
+def test_a_closed_step_logged_again_reopens_its_chunk_and_keeps_the_later_value(run):
+    ingest_events(run, log(range(1, STEPS + 1)))
+    # a resumed trainer logs the steps from the middle of the second chunk on again, with other values
+    again = log(range(C + C // 2, STEPS + 1), start_seq=STEPS, value=lambda s: 2.0)
+    ingest_events(run, again)
+    run.refresh_from_db()
+    assert run.series_closed_until == 2 * C  # closed again once stored
+    values = metric_series(run)["entropy"]
+    assert values["steps"] == list(range(1, STEPS + 1))
+    assert values["values"] == [1.0 / s for s in range(1, C + C // 2)] + [2.0] * (STEPS - C - C // 2 + 1)
+
+
+def test_the_alert_rules_read_their_head_from_closed_chunks(run):
+    ingest_events(run, log(range(1, STEPS + 1)))
+    history = load_history(run)
+    assert history.steps[:3] == [1, 2, 3] and history.steps[-1] == STEPS
+    assert history.metrics["entropy"][0] == 1.0
+    assert len(history.steps) == 21 + 201  # the first 21 steps and the last 201
+
+
+def test_a_live_run_logging_one_step_per_call_closes_its_chunks_as_it_goes(run):
+    for event in log(range(1, C + OPEN_TAIL + 3)):
+        ingest_events(run, [event])
+    run.refresh_from_db()
+    assert run.series_closed_until == C
+    assert MetricChunk.objects.filter(series__run=run, series__name="entropy").count() == 1
+    assert metric_series(run)["entropy"] == expected(range(1, C + OPEN_TAIL + 3))

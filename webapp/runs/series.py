@@ -1,0 +1,275 @@
+"""Metric series storage: how points are written, closed into chunks and read back (issue 9).
+
+A run's metrics are series (MetricSeries: run, name), each value a narrow row (MetricPoint: series,
+step, value) while its step is recent. Every CHUNK_STEPS steps of the run, once the run has moved
+OPEN_TAIL steps past them, those steps close: each series' points in them become one MetricChunk
+row holding the steps, values and times as JSON text, rendered once. A 10,000-step series is
+then ten chunk rows and a short open tail, read and sent without formatting a number again.
+
+Times are not stored per point: each metrics or eval event's time is a point of its clock series
+(MetricSeries.clock), and a point's time is its clock's value at its step.
+
+A step logged again (a resumed run replaying steps after its checkpoint) replaces the stored value;
+when that step is closed, the run's chunks from there on open again first, and close again once
+the run has moved on. Ingestion of one run is serialised by its run row lock, so nothing here races.
+"""
+import bisect
+import json
+from dataclasses import dataclass, field
+
+
+from . import bulk
+from .models import MetricChunk, MetricPoint, MetricSeries, Run
+
+CHUNK_STEPS = 500
+# Steps that stay open behind the newest: the run list reads each series' latest point, and a live
+# run's newest steps are the ones a replay after a resume rewrites. Few, so a read's open part is short.
+OPEN_TAIL = 64
+
+
+def _render(values) -> str:
+    """The body of a JSON list, as json.dumps writes it (1.0, null)."""
+    return json.dumps(values, separators=(",", ":"), allow_nan=False)[1:-1]
+
+
+def _parse(body: str) -> list:
+    return json.loads(f"[{body}]")
+
+
+# --- writing --------------------------------------------------------------------------------------
+
+
+def store_points(run: Run, latest: dict, first_new_step: int | None, last_step: int | None,
+                 known: dict | None = None) -> None:
+    """latest: {(clock, name, step): value} of the ingested events (the later event's value when a
+    batch logs a step twice); last_step: the run's last step once they are stored.
+
+    A step at or past first_new_step cannot be stored yet (no event of the run reached it): those
+    points go in by COPY, or, when the batch carries the run past their chunk (a restarted
+    supervisor catching up), straight into chunks, never written twice. An earlier step is
+    upserted, its chunk opened first if it was closed. `known`: series ids the caller remembers."""
+    if not latest:
+        return
+    ids = series_ids(run, {(clock, name) for clock, name, _ in latest}, known)
+    earliest_seen = min((step for _, _, step in latest if first_new_step is not None and step < first_new_step),
+                        default=None)
+    if earliest_seen is not None and earliest_seen < run.series_closed_until:
+        reopen(run, earliest_seen)
+    until = _closable_until(run, last_step)
+    fresh, closing, seen = [], [], []
+    for (clock, name, step), value in latest.items():
+        row = (ids[(clock, name)], step, value)
+        if first_new_step is not None and step < first_new_step:
+            seen.append(row)
+        else:
+            (closing if step < until else fresh).append(row)
+    table = MetricPoint._meta.db_table
+    bulk.upsert_points(table, seen)
+    bulk.copy_rows(table, ["series_id", "step", "value"], fresh)
+    if until > run.series_closed_until:
+        close_chunks(run, until, closing)
+
+
+def _closable_until(run: Run, last_step: int | None) -> int:
+    """The end of the whole CHUNK_STEPS ranges lying OPEN_TAIL steps behind last_step."""
+    if last_step is None:
+        return run.series_closed_until
+    return max(run.series_closed_until, (last_step - OPEN_TAIL) // CHUNK_STEPS * CHUNK_STEPS)
+
+
+def series_ids(run: Run, keys: set, known: dict | None = None) -> dict:
+    """{(clock, name): series id} for at least the given series of the run, creating the ones it
+    lacks; `known` (updated in place) spares the query when it holds them all already."""
+    ids = {} if known is None else known
+    if keys <= ids.keys():
+        return ids
+    ids.update({(clock, name): pk for pk, clock, name in
+                MetricSeries.objects.filter(run=run).values_list("id", "clock", "name")})
+    missing = sorted(keys - ids.keys())
+    if missing:
+        created = MetricSeries.objects.bulk_create(
+            [MetricSeries(run=run, clock=c, name=n.replace("\x00", "\ufffd")) for c, n in missing])
+        ids.update({(s.clock, n): s.pk for s, (_, n) in zip(created, missing)})
+    return ids
+
+
+def close_chunks(run: Run, until: int, extra: list = ()) -> None:
+    """Close the run's steps from series_closed_until to `until`: every series' points there (those
+    stored and `extra`, new (series, step, value) rows not written yet) become MetricChunk rows."""
+    start = run.series_closed_until
+    if until <= start:
+        return
+    kinds = {pk: (clock, name) for pk, clock, name in
+             MetricSeries.objects.filter(run=run).values_list("id", "clock", "name")}
+    stored = (MetricPoint.objects.filter(series_id__in=list(kinds), step__gte=start, step__lt=until)
+              .values_list("series_id", "step", "value"))
+    by_series: dict[int, dict] = {}
+    for series_id, step, value in [*stored, *extra]:  # extra are the later values
+        by_series.setdefault(series_id, {})[step] = value
+    clocks = {name: by_series.get(pk, {}) for pk, (clock, name) in kinds.items() if clock}
+    chunks = []
+    for series_id, points in by_series.items():
+        clock, name = kinds[series_id]
+        steps = sorted(points)
+        values = [points[s] for s in steps]
+        if clock:
+            times = values
+        else:
+            clock_points = clocks.get(MetricSeries.clock_for(name), {})
+            times = [clock_points.get(s) for s in steps]
+        for begin in range(start, until, CHUNK_STEPS):
+            lo, hi = bisect.bisect_left(steps, begin), bisect.bisect_left(steps, begin + CHUNK_STEPS)
+            if lo < hi:
+                chunks.append(MetricChunk(series_id=series_id, first_step=begin, last_step=steps[hi - 1],
+                                          steps=_render(steps[lo:hi]), values=_render(values[lo:hi]),
+                                          times=_render(times[lo:hi])))
+    MetricChunk.objects.bulk_create(chunks, batch_size=500)
+    MetricPoint.objects.filter(series_id__in=list(kinds), step__gte=start, step__lt=until).delete()
+    Run.objects.filter(pk=run.pk).update(series_closed_until=until)
+    run.series_closed_until = until
+
+
+def reopen(run: Run, step: int) -> None:
+    """Turn the run's chunks from the one holding `step` on back into points, so a step logged again
+    can replace its value; store_points closes them again once the run has moved on."""
+    begin = step // CHUNK_STEPS * CHUNK_STEPS
+    chunks = MetricChunk.objects.filter(series__run=run, first_step__gte=begin)
+    rows = []
+    for series_id, steps, values in chunks.values_list("series_id", "steps", "values"):
+        rows.extend((series_id, s, v) for s, v in zip(_parse(steps), _parse(values)))
+    chunks.delete()
+    bulk.copy_rows(MetricPoint._meta.db_table, ["series_id", "step", "value"], rows)
+    Run.objects.filter(pk=run.pk).update(series_closed_until=begin)
+    run.series_closed_until = begin
+
+
+def _clock_ids(run_or_id) -> dict:
+    return {name: pk for pk, name in MetricSeries.objects.filter(run=run_or_id, clock=True).values_list("id", "name")}
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Series:
+    """One series as read: rendered chunk bodies first, then the open points, in step order."""
+
+    chunks: list = field(default_factory=list)  # (steps, values, times) JSON list bodies
+    steps: list = field(default_factory=list)
+    values: list = field(default_factory=list)
+    times: list = field(default_factory=list)
+
+    def json(self) -> str:
+        parts = {"steps": [c[0] for c in self.chunks], "values": [c[1] for c in self.chunks],
+                 "times": [c[2] for c in self.chunks]}
+        if self.steps:
+            parts["steps"].append(_render(self.steps))
+            parts["values"].append(_render(self.values))
+            parts["times"].append(_render(self.times))
+        return "{" + ",".join(f'"{key}":[{",".join(bodies)}]' for key, bodies in parts.items()) + "}"
+
+    def lists(self) -> dict:
+        out = {"steps": [], "values": [], "times": []}
+        for steps, values, times in self.chunks:
+            out["steps"] += _parse(steps)
+            out["values"] += _parse(values)
+            out["times"] += _parse(times)
+        out["steps"] += self.steps
+        out["values"] += self.values
+        out["times"] += self.times
+        return out
+
+
+def read(run_ids: list[int], names: list[str] | None = None, since_step: int | None = None) -> dict:
+    """{run_id: {name: Series}} of the runs' metric series (the named ones, or all), points after
+    since_step only. Three short queries whatever the runs' length: series, chunks, open points."""
+    result = {run_id: {} for run_id in run_ids}
+    if not run_ids:
+        return result
+    rows = MetricSeries.objects.filter(run_id__in=run_ids)
+    wanted = {}
+    clocks = {}
+    for pk, run_id, clock, name in rows.values_list("id", "run_id", "clock", "name"):
+        if clock:
+            clocks[(run_id, name)] = pk
+        elif names is None or name in names:
+            wanted[pk] = (run_id, name)
+    if not wanted:
+        return result
+    clock_of = {pk: clocks.get((run_id, MetricSeries.clock_for(name))) for pk, (run_id, name) in wanted.items()}
+    chunks = MetricChunk.objects.filter(series_id__in=list(wanted))
+    points = MetricPoint.objects.filter(series_id__in=list(wanted) + [c for c in set(clock_of.values()) if c])
+    if since_step is not None:
+        chunks = chunks.filter(last_step__gt=since_step)
+        points = points.filter(step__gt=since_step)
+    series = {pk: Series() for pk in sorted(wanted, key=lambda pk: wanted[pk][1])}
+    for series_id, first_step, steps, values, times in (
+            chunks.order_by("series_id", "first_step").values_list("series_id", "first_step", "steps", "values", "times")):
+        if since_step is not None and first_step <= since_step:  # a chunk the cut goes through
+            kept = [(s, v, t) for s, v, t in zip(_parse(steps), _parse(values), _parse(times)) if s > since_step]
+            if not kept:
+                continue
+            steps, values, times = (_render(list(column)) for column in zip(*kept))
+        series[series_id].chunks.append((steps, values, times))
+    open_points: dict[int, list] = {}
+    for series_id, step, value in points.order_by("series_id", "step").values_list("series_id", "step", "value"):
+        open_points.setdefault(series_id, []).append((step, value))
+    clock_time = {c: dict(open_points.get(c, ())) for c in set(clock_of.values()) if c}
+    for pk, item in series.items():
+        own = open_points.get(pk, ())
+        if own:
+            times = clock_time.get(clock_of[pk], {})
+            item.steps = [s for s, _ in own]
+            item.values = [v for _, v in own]
+            item.times = [times.get(s) for s in item.steps]
+        if item.chunks or item.steps:
+            run_id, name = wanted[pk]
+            result[run_id][name] = item
+    return result
+
+
+def read_json(run_id: int, names: list[str] | None = None, since_step: int | None = None) -> str:
+    """The JSON text of {name: {steps, values, times}}: closed chunks go out as they were rendered."""
+    found = read([run_id], names, since_step)[run_id]
+    return "{" + ",".join(f"{json.dumps(name)}:{s.json()}" for name, s in found.items()) + "}"
+
+
+def read_range(series_ids: dict, low: int | None = None, high: int | None = None) -> dict:
+    """{series id: [(step, value)]} of the given series with low <= step <= high (either end open):
+    what the alert rules read, from chunks and open points alike."""
+    out = {pk: [] for pk in series_ids}
+    chunks = MetricChunk.objects.filter(series_id__in=list(series_ids))
+    points = MetricPoint.objects.filter(series_id__in=list(series_ids))
+    if low is not None:
+        chunks, points = chunks.filter(last_step__gte=low), points.filter(step__gte=low)
+    if high is not None:
+        chunks, points = chunks.filter(first_step__lte=high), points.filter(step__lte=high)
+    for series_id, steps, values in chunks.order_by("series_id", "first_step").values_list("series_id", "steps", "values"):
+        out[series_id].extend((s, v) for s, v in zip(_parse(steps), _parse(values))
+                              if (low is None or s >= low) and (high is None or s <= high))
+    for series_id, step, value in points.order_by("series_id", "step").values_list("series_id", "step", "value"):
+        out[series_id].append((step, value))
+    return out
+
+
+def first_step(run) -> int | None:
+    """The first step any metrics or eval event logged."""
+    firsts = []
+    for pk in _clock_ids(run).values():
+        chunk = MetricChunk.objects.filter(series_id=pk).order_by("first_step").values_list("steps", flat=True).first()
+        point = MetricPoint.objects.filter(series_id=pk).order_by("step").values_list("step", flat=True).first()
+        candidates = ([_parse(chunk)[0]] if chunk else []) + ([point] if point is not None else [])
+        if candidates:
+            firsts.append(min(candidates))
+    return min(firsts) if firsts else None
+
+
+def last_step(run) -> int | None:
+    steps = [MetricPoint.objects.filter(series_id=pk).order_by("-step").values_list("step", flat=True).first()
+             for pk in _clock_ids(run).values()]
+    steps = [s for s in steps if s is not None]
+    if steps:
+        return max(steps)
+    last = MetricChunk.objects.filter(series__run=run, series__clock=True).order_by("-last_step")
+    return last.values_list("last_step", flat=True).first()
+
