@@ -27,8 +27,18 @@ browser:
 test: venv browser
 	HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py $(ARGS)
 
-bench: venv
+# The benchmarks' baseline, an MLflow tracking server, lives in its own venv: never in the product's.
+BENCH_VENV := .venv-bench
+BENCH_STAMP := $(BENCH_VENV)/.installed-$(shell cat benchmarks/requirements-mlflow.txt | sha1sum | cut -c1-12)
+
+$(BENCH_STAMP): benchmarks/requirements-mlflow.txt
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install --quiet -r benchmarks/requirements-mlflow.txt
+	rm -f $(BENCH_VENV)/.installed-*
+	touch $(BENCH_STAMP)
+
+bench: venv browser $(BENCH_STAMP)
 	HF_HUB_OFFLINE=1 $(PY) benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) var staticfiles
+	rm -rf $(VENV) $(BENCH_VENV) var staticfiles

@@ -59,14 +59,27 @@ def team_group_name(team_id: int) -> str:
 
 
 def _send(group: str, messages: list[dict]) -> None:
-    """The database is the source of truth, so a push that fails (Redis restarting) is
-    logged and dropped, never raised: a page re-reads the database when it reconnects."""
-    if not messages:
+    _send_all({group: messages})
+
+
+def _send_all(batches: dict[str, list[dict]]) -> None:
+    """Send each group its messages, all in one trip to the sender loop (one push per poll for
+    ingestion: the run's page and its team's run list together). The database is the source of
+    truth, so a push that fails (Redis restarting) is logged and dropped, never raised: a page
+    re-reads the database when it reconnects."""
+    batches = {group: messages for group, messages in batches.items() if messages}
+    if not batches:
         return
+    layer = get_channel_layer()
+
+    async def send():
+        await asyncio.gather(*(layer.group_send(group, {"type": "run.messages", "messages": messages})
+                               for group, messages in batches.items()))
+
     try:
-        _sender.run(get_channel_layer().group_send(group, {"type": "run.messages", "messages": messages}))
+        _sender.run(send())
     except Exception:  # noqa: BLE001 - see docstring
-        log.exception("could not push %d live messages to %s", len(messages), group)
+        log.exception("could not push live messages to %s", ", ".join(batches))
 
 
 def push(run_id: int, messages: list[dict]) -> None:
@@ -79,15 +92,16 @@ def push_team(team_id: int, messages: list[dict]) -> None:
     _send(team_group_name(team_id), messages)
 
 
-def push_on_commit(run_id: int | None = None, team_id: int | None = None, messages: list[dict] = ()) -> None:
+def push_on_commit(run_id: int | None = None, team_id: int | None = None, messages: list[dict] = (),
+                   team_messages: list[dict] | None = None) -> None:
     """Push once the current transaction commits, so no watcher hears of a change that
-    was rolled back or reads the database before the change is visible."""
+    was rolled back or reads the database before the change is visible. The team hears
+    `team_messages` when given, else the same messages; both in one push."""
     messages = list(messages)
-
-    def send():
-        if run_id is not None:
-            push(run_id, messages)
-        if team_id is not None:
-            push_team(team_id, messages)
-
-    transaction.on_commit(send)
+    team_messages = messages if team_messages is None else list(team_messages)
+    batches = {}
+    if run_id is not None:
+        batches[run_group_name(run_id)] = messages
+    if team_id is not None:
+        batches[team_group_name(team_id)] = team_messages
+    transaction.on_commit(lambda: _send_all(batches))

@@ -105,11 +105,6 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-# Plotly's browser bundle ships inside the plotly wheel; serving it from there keeps a
-# 3.5 MB vendored file out of the repository and works with no CDN.
-import plotly  # noqa: E402
-
-STATICFILES_DIRS.append(("vendor/plotly", Path(plotly.__file__).parent / "package_data"))
 WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = True
 

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from rl.events import tail_events
 
 from webapp.alerts import engine as alerts
-from webapp.live import push
+from webapp.live import push_on_commit
 from webapp.runs import lifecycle
 from webapp.runs import bulk, series
 from webapp.runs.models import Group, Rollout, Run, RunEvent, RZeroQuestion
@@ -49,6 +49,8 @@ class EventTail:
                 return
             yield events
 
+
+RUN_TABLE = Run._meta.db_table
 
 # How much of a log one ingestion transaction reads: a few steps of a large run (8 x 64 rollouts of
 # several KB is a few MB per step), so memory stays flat while a restarted supervisor catches up.
@@ -119,8 +121,9 @@ def ingest_events(run: Run, events: list[dict]) -> int:
     with transaction.atomic():
         _commit_without_waiting_for_the_disk()
         # the row lock orders concurrent ingestion of one run (a supervisor and a resumed one)
-        stored_seq, stored_step, run.series_closed_until = (
-            Run.objects.select_for_update().values_list("last_seq", "last_step", "series_closed_until").get(pk=run.pk))
+        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""  # SQLite locks the file
+        ((stored_seq, stored_step, run.series_closed_until),) = bulk.fetch(
+            f"SELECT last_seq, last_step, series_closed_until FROM {RUN_TABLE} WHERE id = %s{lock}", [run.pk])
         run.last_seq, run.last_step = max(run.last_seq, stored_seq), stored_step
         memory = getattr(run, "_ingest_memory", None)
         if memory is None or memory.seq != stored_seq:
@@ -134,19 +137,8 @@ def ingest_events(run: Run, events: list[dict]) -> int:
         if not new:
             return 0
         seqs = [e["seq"] for e in new]
-        RunEvent.objects.bulk_create(
-            [
-                RunEvent(
-                    run=run,
-                    seq=e["seq"],
-                    type=e["type"],
-                    time=e.get("time", 0.0),
-                    step=e.get("step"),
-                    payload=_payload(e),
-                )
-                for e in new
-            ]
-        )
+        bulk.copy_rows(RunEvent._meta.db_table, ["run_id", "seq", "type", "time", "step", "payload"], (
+            (run.pk, e["seq"], e["type"], e.get("time", 0.0), e.get("step"), bulk.json_text(_payload(e))) for e in new))
         _store_groups(run, new)
         _store_rzero_questions(run, new)
         new = _with_derived_health(run, new)
@@ -156,18 +148,23 @@ def ingest_events(run: Run, events: list[dict]) -> int:
             updates["last_step"] = max(steps + ([run.last_step] if run.last_step is not None else []))
         _store_metrics(run, new, (stored_step + 1) if stored_step is not None else None,
                        updates.get("last_step", stored_step), memory.series_ids)
-        Run.objects.filter(pk=run.pk).update(**updates)
+        bulk.fetch(f"UPDATE {RUN_TABLE} SET last_seq = %s, last_step = %s WHERE id = %s",
+                   [updates["last_seq"], updates.get("last_step", stored_step), run.pk])
         for name, value in updates.items():
             setattr(run, name, value)
         messages = [m for m in map(_live_message, new) if m is not None]
-        transaction.on_commit(lambda: push(run.pk, messages))
         trained = [e for e in new if e["type"] == "metrics"]
         if memory.rules is not None:
             memory.rules.add(new)
+        progress = []
         if trained:
             # Collapse rules run here, on every new step, never in the browser or the trainer.
             memory.rules = alerts.evaluate_steps(run, [e["step"] for e in trained], memory.rules)
-            lifecycle.announce_progress(run, {k: _number(v) for k, v in trained[-1]["values"].items() if k in RUN_LIST_HEALTH})
+            health = {k: _number(v) for k, v in trained[-1]["values"].items() if k in RUN_LIST_HEALTH}
+            progress = [lifecycle.progress_message(run, health)]
+        # one push per poll: the run's watchers get the events, its team's run list the progress
+        push_on_commit(run_id=run.pk, messages=messages, team_id=run.team_id if progress else None,
+                       team_messages=progress)
         memory.seq = run.last_seq
         transaction.on_commit(lambda: setattr(run, "_ingest_memory", memory))
     return len(new)
@@ -226,9 +223,12 @@ def _with_derived_health(run: Run, events: list[dict]) -> list[dict]:
     if not steps:
         return events
     by_step: dict[int, list] = {}
-    for row in (Rollout.objects.filter(group__run=run, group__step__in=sorted(steps))
-                .values_list("group__step", "group_id", "valid", "length", "reward", "used_for_training")):
-        by_step.setdefault(row[0], []).append(row[1:])
+    rows = bulk.fetch(
+        f"SELECT g.step, r.group_id, r.valid, r.length, r.reward, r.used_for_training FROM {Rollout._meta.db_table} r "
+        f"JOIN {Group._meta.db_table} g ON g.id = r.group_id WHERE g.run_id = %s AND g.step IN ({bulk.placeholders(steps)})",
+        [run.pk, *sorted(steps)])
+    for step, group_id, valid, length, reward, trained in rows:
+        by_step.setdefault(step, []).append((group_id, bool(valid), length, reward, bool(trained)))
     if not by_step:
         return events
     limit = (run.hyperparameters or {}).get("max_completion_length")

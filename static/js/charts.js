@@ -167,6 +167,9 @@
   // ------------------------------------------------------------------ board
 
   // options: {controlsRoot, series: {key: {name, color}}, legend, minSeries, groups: {metric: group}}
+  // Boards holding more points than this draw only the charts near the viewport (see Board).
+  const LAZY_DRAW_POINTS = 5000;
+
   function Board(root, options) {
     this.root = root;
     this.options = options || {};
@@ -181,7 +184,18 @@
     this.timer = null;
     this.revision = 0;       // layout.datarevision, bumped on every draw
     this.sections = {};
+    this.points = 0;         // points held, all charts together
+    this.inView = {};        // metric -> its chart is in (or near) the viewport
     const self = this;
+    // A big board (a long run's 30 charts) draws a chart when it comes near the viewport: Plotly
+    // takes tens of ms per chart, and the charts below the fold need not delay the first paint.
+    this.observer = "IntersectionObserver" in window ? new IntersectionObserver(function (entries) {
+      entries.forEach(function (e) {
+        const name = e.target.dataset.metric;
+        self.inView[name] = e.isIntersecting;
+        if (e.isIntersecting && self.dirty[name]) self.schedule();
+      });
+    }, { rootMargin: "0px" }) : null;
     Object.keys(this.options.series || {}).forEach(function (k) { self.series[k] = self.options.series[k]; });
     root.classList.add("metric-board");
     if (this.options.legend) root.classList.add("with-legend");
@@ -251,6 +265,7 @@
       if (before === null && other.dataset.sort > key) before = other;
     });
     section.grid.insertBefore(div, before);
+    if (this.observer) this.observer.observe(div);
     section.details.hidden = false;
     section.count.textContent = " (" + section.grid.children.length + ")";
     this.charts[name] = div;
@@ -274,6 +289,7 @@
       d.last = steps[i];
       added++;
     }
+    this.points += added;
     if (!added) return 0;
     const withData = Object.keys(this.data[name]).filter(function (k) { return this.data[name][k].steps.length; }, this);
     if (this.charts[name] || withData.length >= this.minSeries) {
@@ -282,6 +298,15 @@
       this.schedule();
     }
     return added;
+  };
+
+  // Replace a series' points (a thinned overview by its full series, fetched on zoom).
+  Board.prototype.replace = function (name, key, steps, values, times) {
+    if (this.data[name] && this.data[name][key]) {
+      this.points -= this.data[name][key].steps.length;
+      delete this.data[name][key];
+    }
+    return this.add(name, key, steps, values, times);
   };
 
   // markers: [{key?, step, label, color, metrics: [patterns]|null, dash?}]
@@ -301,7 +326,9 @@
 
   Board.prototype.flush = function () {
     const self = this;
+    const lazy = this.observer && this.points > LAZY_DRAW_POINTS;
     Object.keys(this.dirty).forEach(function (name) {
+      if (lazy && !self.inView[name]) return;  // stays dirty: drawn when it scrolls near the viewport
       delete self.dirty[name];
       if (self.charts[name]) self.draw(name);
     });
@@ -399,6 +426,13 @@
     const config = { responsive: true, displaylogo: false, doubleClick: "reset",
       modeBarButtons: [["zoom2d", "pan2d", "resetScale2d", "toImage"]] };
     Plotly.react(div, traces, layout, config);
+    if (!div.dataset.zoomWatched && this.options.onZoom) {
+      // a drag-zoom on the x axis (not a reset or a pan of the y axis) asks for full detail
+      div.on("plotly_relayout", function (e) {
+        if (e && e["xaxis.range[0]"] !== undefined) self.options.onZoom(name);
+      });
+      div.dataset.zoomWatched = "1";
+    }
     div.dataset.points = String(points);
     div.dataset.series = String(seriesCount);
     div.dataset.xMode = state.xMode;

@@ -18,7 +18,19 @@
     series: { run: { name: run.name + " #" + runId, color: "#3559e0" } },
     legend: false,
     groups: initial.metric_groups,
+    onZoom: fullDetail,
   });
+  // Series the page opened thinned (min/max buckets): zooming into one reads its every point once.
+  const thinned = {};
+  (initial.thinned || []).forEach(function (n) { thinned[n] = true; });
+  function fullDetail(name) {
+    if (!thinned[name]) return;
+    delete thinned[name];
+    C.getJSON("/api/runs/" + runId + "/metrics?names=" + encodeURIComponent(name)).then(function (data) {
+      const s = (data.metrics || {})[name];
+      if (s) board.replace(name, KEY, s.steps, s.values, s.times);
+    }).catch(function () { thinned[name] = true; });
+  }
   board.setOrigin(KEY, initial.time_origin);
   // While a run can still log, its key metrics get a chart up front, filled as steps arrive.
   if (C.TERMINAL.indexOf(run.state) < 0) initial.chart_metrics.forEach(function (n) { board.ensureChart(n); });

@@ -138,7 +138,7 @@ def test_a_silent_running_run_is_stalled_until_events_resume(run, django_capture
 
 def test_live_messages_reach_the_run_and_team_groups(run, monkeypatch, django_capture_on_commit_callbacks):
     sent = []
-    monkeypatch.setattr("webapp.live._send", lambda group, messages: sent.append((group, messages)))
+    monkeypatch.setattr("webapp.live._send_all", lambda batches: sent.extend(batches.items()))
     ingest_each(run, metric_events(collapsing()), django_capture_on_commit_callbacks)
     alert_groups = {group for group, messages in sent for m in messages if m["type"] == "alert"}
     assert alert_groups == {f"run-{run.pk}", f"team-{run.team_id}"}

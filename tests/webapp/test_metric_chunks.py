@@ -82,3 +82,16 @@ def test_a_live_run_logging_one_step_per_call_closes_its_chunks_as_it_goes(run):
     assert run.series_closed_until == C
     assert MetricChunk.objects.filter(series__run=run, series__name="entropy").count() == 1
     assert metric_series(run)["entropy"] == expected(range(1, C + OPEN_TAIL + 3))
+
+
+def test_the_run_page_overview_thins_packed_chunks_exactly_as_downsample_thins_the_full_series(run):
+    from webapp.runs.queries import downsample
+
+    ingest_events(run, log(range(1, STEPS + 1), value=lambda s: (s * 7919) % 113 / 113))
+    ingest_events(run, [{"seq": STEPS, "time": T0 + 0.5, "type": "eval", "step": 1, "values": {"pass@16": 0.5}}])
+    overview, thinned = series.overview(run.pk, 200)
+    full = metric_series(run)
+    assert sorted(overview) == sorted(full) and thinned == ["entropy", "loss"]
+    for name, points in full.items():
+        assert overview[name] == downsample(points, 200), name
+    assert overview["loss"]["values"].count(None) <= 1  # the missing step-7 loss never wins a bucket

@@ -69,6 +69,19 @@ def test_it_pushes_each_new_event_to_the_runs_channel_group(run):
     assert message["messages"][3]["values"]["entropy"] == 1.0
 
 
+def test_one_poll_tells_the_run_page_its_events_and_the_team_run_list_its_progress(run):
+    from webapp.live import team_group_name
+
+    layer = get_channel_layer()
+    page, run_list = async_to_sync(layer.new_channel)(), async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(run_group_name(run.pk), page)
+    async_to_sync(layer.group_add)(team_group_name(run.team_id), run_list)
+    ingest_events(run, event_log(steps=1))
+    assert [m["type"] for m in async_to_sync(layer.receive)(page)["messages"]][3] == "metrics"
+    (progress,) = async_to_sync(layer.receive)(run_list)["messages"]
+    assert progress["type"] == "run" and progress["last_step"] == 1 and progress["health"]["entropy"] == 1.0
+
+
 def test_the_tail_leaves_a_half_written_line_for_the_next_read(tmp_path):
     path = tmp_path / "events.jsonl"
     first, second = event_log(steps=1)[:2]

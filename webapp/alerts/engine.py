@@ -17,6 +17,7 @@ from django.utils import timezone
 from rl.alert_rule_specs import RULES, resolve_thresholds
 from rl.alert_rules import History, evaluate_run_failed, evaluate_stalled, evaluate_step_rules
 from webapp.live import push_on_commit
+from webapp.runs import bulk
 from webapp.tasks import DELIVER_WEBHOOK, SEND_ALERT_EMAIL, send_on_commit
 
 from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
@@ -35,7 +36,8 @@ def alerts_queue() -> str:
 
 def thresholds_for(run) -> dict:
     """Defaults, then the team's overrides, then the run's (hyperparameters["alert_rules"])."""
-    team_rules = TeamAlertRules.objects.filter(team_id=run.team_id).values_list("overrides", flat=True).first()
+    rows = bulk.fetch(f"SELECT overrides FROM {TeamAlertRules._meta.db_table} WHERE team_id = %s", [run.team_id])
+    team_rules = bulk.json_value(rows[0][0]) if rows else None
     return resolve_thresholds(team_rules or {}, (run.hyperparameters or {}).get("alert_rules") or {})
 
 
@@ -161,7 +163,11 @@ def evaluate_steps(run, steps: list[int], memory: RuleMemory | None = None) -> R
         memory = RuleMemory(_load_by_step(run, up_to_step=steps[-1], tail_from=steps[0]))
     history = _history(memory.by_step, _max_length(run))
     with transaction.atomic(savepoint=False):  # inside ingestion's transaction: no savepoint round trips
-        active = {a.rule: a for a in Alert.objects.select_for_update().filter(run=run, state__in=Alert.ACTIVE)}
+        # a healthy run has none: one raw look, and the rows are read (and locked) only when there are
+        any_active = bulk.fetch(f"SELECT 1 FROM {Alert._meta.db_table} WHERE run_id = %s AND state IN "
+                                f"({bulk.placeholders(Alert.ACTIVE)})", [run.pk, *Alert.ACTIVE])
+        active = {a.rule: a for a in Alert.objects.select_for_update().filter(run=run, state__in=Alert.ACTIVE)} \
+            if any_active else {}
         pending = {}  # rule -> updates held in memory since the alert was last saved
         for step in steps:
             for kind, finding in evaluate_step_rules(_history_at(history, step), thresholds).items():

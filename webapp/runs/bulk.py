@@ -40,3 +40,20 @@ def upsert_points(table: str, rows) -> None:
 def json_text(value) -> str:
     """A JSON column's value as COPY and executemany take it: its text (PostgreSQL parses it into jsonb)."""
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
+
+
+def fetch(sql: str, params=()) -> list[tuple]:
+    """Rows of one raw statement: the hot path of a live poll runs a handful of fixed queries, and
+    the ORM's compiling costs more than the round trip to the database itself."""
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall() if cursor.description else []
+
+
+def placeholders(values) -> str:
+    return ", ".join(["%s"] * len(values))
+
+
+def json_value(value):
+    """A JSON column read by raw SQL: PostgreSQL's driver decodes jsonb, SQLite returns text."""
+    return json.loads(value) if isinstance(value, str) else value

@@ -35,9 +35,10 @@ def announce(run_id: int, extra: dict | None = None) -> None:
     push_on_commit(team_id=run.team_id, messages=[run_message(run)])
 
 
-def announce_progress(run: Run, health: dict) -> None:
-    """After commit: a new step for the run list (last step and a few health figures)."""
-    push_on_commit(team_id=run.team_id, messages=[{**run_message(run), "health": health}])
+def progress_message(run: Run, health: dict) -> dict:
+    """A new step for the run list (last step and a few health figures); ingestion pushes it
+    together with the step's own messages."""
+    return {**run_message(run), "health": health}
 
 
 def queued(run: Run) -> None:

@@ -17,6 +17,8 @@ import bisect
 import json
 from dataclasses import dataclass, field
 
+import numpy as np
+
 
 from . import bulk
 from .models import MetricChunk, MetricPoint, MetricSeries, Run
@@ -122,7 +124,7 @@ def close_chunks(run: Run, until: int, extra: list = ()) -> None:
             if lo < hi:
                 chunks.append(MetricChunk(series_id=series_id, first_step=begin, last_step=steps[hi - 1],
                                           steps=_render(steps[lo:hi]), values=_render(values[lo:hi]),
-                                          times=_render(times[lo:hi])))
+                                          times=_render(times[lo:hi]), packed=pack(steps[lo:hi], values[lo:hi])))
     MetricChunk.objects.bulk_create(chunks, batch_size=500)
     MetricPoint.objects.filter(series_id__in=list(kinds), step__gte=start, step__lt=until).delete()
     Run.objects.filter(pk=run.pk).update(series_closed_until=until)
@@ -141,6 +143,17 @@ def reopen(run: Run, step: int) -> None:
     bulk.copy_rows(MetricPoint._meta.db_table, ["series_id", "step", "value"], rows)
     Run.objects.filter(pk=run.pk).update(series_closed_until=begin)
     run.series_closed_until = begin
+
+
+def pack(steps: list[int], values: list) -> bytes:
+    """MetricChunk.packed: int32 steps, then float64 values (NaN for missing), little-endian."""
+    floats = np.array([np.nan if v is None else v for v in values], dtype="<f8")
+    return np.asarray(steps, dtype="<i4").tobytes() + floats.tobytes()
+
+
+def unpack(packed: bytes) -> tuple[np.ndarray, np.ndarray]:
+    n = len(packed) // 12
+    return np.frombuffer(packed, dtype="<i4", count=n), np.frombuffer(packed, dtype="<f8", offset=4 * n)
 
 
 def _clock_ids(run_or_id) -> dict:
@@ -169,14 +182,11 @@ class Series:
         return "{" + ",".join(f'"{key}":[{",".join(bodies)}]' for key, bodies in parts.items()) + "}"
 
     def lists(self) -> dict:
-        out = {"steps": [], "values": [], "times": []}
-        for steps, values, times in self.chunks:
-            out["steps"] += _parse(steps)
-            out["values"] += _parse(values)
-            out["times"] += _parse(times)
-        out["steps"] += self.steps
-        out["values"] += self.values
-        out["times"] += self.times
+        """The series as Python lists: one parse per column, however many chunks."""
+        out = {}
+        for i, key in enumerate(("steps", "values", "times")):
+            bodies = [c[i] for c in self.chunks]
+            out[key] = (_parse(",".join(bodies)) if bodies else []) + getattr(self, key)
         return out
 
 
@@ -226,6 +236,58 @@ def read(run_ids: list[int], names: list[str] | None = None, since_step: int | N
             run_id, name = wanted[pk]
             result[run_id][name] = item
     return result
+
+
+def overview(run_id: int, max_points: int) -> tuple[dict, list[str]]:
+    """({name: {steps, values, times}}, names thinned) of every metric series of the run, each thinned
+    to at most max_points (min and max per bucket, webapp.runs.queries.downsample's rule) from the
+    chunks' packed arrays: no JSON is parsed, so a 10,000-step run's 30 series open in milliseconds."""
+    from .queries import keep_indices  # the thinning rule lives with downsample
+
+    rows = list(MetricSeries.objects.filter(run_id=run_id).values_list("id", "clock", "name"))
+    arrays: dict[int, list] = {pk: [] for pk, _, _ in rows}
+    for series_id, packed in (MetricChunk.objects.filter(series__run_id=run_id).order_by("series_id", "first_step")
+                              .values_list("series_id", "packed")):
+        arrays[series_id].append(unpack(bytes(packed)))
+    open_points: dict[int, list] = {}
+    for series_id, step, value in (MetricPoint.objects.filter(series__run_id=run_id).order_by("series_id", "step")
+                                   .values_list("series_id", "step", "value")):
+        open_points.setdefault(series_id, []).append((step, np.nan if value is None else value))
+    for pk, pairs in open_points.items():
+        arrays[pk].append((np.array([s for s, _ in pairs], dtype="<i4"), np.array([v for _, v in pairs], dtype="<f8")))
+
+    def joined(pk):
+        parts = arrays.get(pk) or []
+        if not parts:
+            return np.empty(0, dtype="<i4"), np.empty(0, dtype="<f8")
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+    clocks = {name: joined(pk) for pk, clock, name in rows if clock}
+    result, thinned = {}, []
+    for pk, clock, name in sorted(rows, key=lambda row: row[2]):
+        if clock:
+            continue
+        steps, values = joined(pk)
+        if not len(steps):
+            continue
+        keep = keep_indices(values, max_points)
+        if keep is None:
+            keep = np.arange(len(steps))
+        else:
+            thinned.append(name)
+        steps, values = steps[keep], values[keep]
+        clock_steps, clock_times = clocks.get(MetricSeries.clock_for(name), (np.empty(0, "<i4"), np.empty(0, "<f8")))
+        at = np.searchsorted(clock_steps, steps)
+        found = (at < len(clock_steps)) & (clock_steps[np.minimum(at, len(clock_steps) - 1)] == steps) \
+            if len(clock_steps) else np.zeros(len(steps), dtype=bool)
+        times = np.where(found, clock_times[np.minimum(at, max(len(clock_steps) - 1, 0))] if len(clock_steps) else np.nan,
+                         np.nan)
+        result[name] = {"steps": steps.tolist(), "values": _nullable(values), "times": _nullable(times)}
+    return result, thinned
+
+
+def _nullable(array: np.ndarray) -> list:
+    return [None if v != v else v for v in array.tolist()]  # NaN (missing) back to None
 
 
 def read_json(run_id: int, names: list[str] | None = None, since_step: int | None = None) -> str:

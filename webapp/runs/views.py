@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 from webapp.accounts.access import require_role, role_in
 from webapp.accounts.models import Membership
 
+from . import series
 from .actions import RunInputError, cancel_run, resume_run
 from . import launch_form
 from .health import check, no_worker_for
@@ -23,7 +24,6 @@ from .queries import (
     hyperparameter_rows,
     latest_similarity_groups,
     metric_group,
-    metric_series,
     metric_series_of_runs,
     resume_points,
     run_alerts_json,
@@ -63,10 +63,13 @@ def run_detail(request, pk):
     get_token(request)  # the Acknowledge button posts with the csrftoken cookie
     hp_rows, alert_rule_rows = hyperparameter_rows(run)
     source = Run.objects.visible_to(request.user).filter(pk=run.cloned_from_id).first() if run.cloned_from_id else None
-    metrics = metric_series(run)
+    # An overview: a long series is thinned to min/max buckets (spikes survive); a chart the user
+    # zooms into fetches its full series (static/js/run_live.js), so nothing is lost, only deferred.
+    metrics, thinned = series.overview(run.pk, RUN_PAGE_MAX_POINTS)
     initial = {
         "run": run.to_json(),
         "metrics": metrics,
+        "thinned": thinned,
         "metric_groups": {name: metric_group(name) for name in [*metrics, *chart_metrics(run)]},
         "chart_metrics": chart_metrics(run),
         "steps": group_steps(run),
@@ -181,3 +184,5 @@ def compare(request):
 
 # Series on the compare page are thinned to this many points (min/max per bucket).
 COMPARE_PAGE_MAX_POINTS = 2000
+# Points per chart when the run page opens (webapp/runs/queries.py::downsample keeps each bucket's min and max).
+RUN_PAGE_MAX_POINTS = 300

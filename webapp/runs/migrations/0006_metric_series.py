@@ -77,6 +77,7 @@ class Migration(migrations.Migration):
                 ("steps", models.TextField()),
                 ("values", models.TextField()),
                 ("times", models.TextField()),
+                ("packed", models.BinaryField()),
             ],
             options={"ordering": ["series", "first_step"]},
         ),
