@@ -228,13 +228,21 @@ def series_length_is(name: str, n: int):
 # --- the run ---------------------------------------------------------------------------------------
 
 
-def main() -> int:
+def postgres_problem(script: str) -> str | None:
+    """Why the benchmark cannot reach PostgreSQL, or None."""
     try:
         import psycopg
 
         psycopg.connect(f"{PG}/postgres").close()
     except Exception as exc:  # noqa: BLE001 - any reason PostgreSQL is unreachable
-        print(f"bench_data_plane needs PostgreSQL at {PG} (set BENCH_POSTGRES): {exc}")
+        return f"{script} needs PostgreSQL at {PG} (set BENCH_POSTGRES): {exc}"
+    return None
+
+
+def main() -> int:
+    problem = postgres_problem("bench_data_plane")
+    if problem:
+        print(problem)
         return 2
     if not MLFLOW_PYTHON.exists():
         print("bench_data_plane needs .venv-bench with MLflow: run `make bench`")

@@ -36,12 +36,9 @@ ALL_DRAWN = """() => Array.from(document.querySelectorAll('#charts .chart')).eve
 
 
 def main() -> int:
-    try:
-        import psycopg
-
-        psycopg.connect(f"{plane.PG}/postgres").close()
-    except Exception as exc:  # noqa: BLE001 - any reason PostgreSQL is unreachable
-        print(f"bench_run_page needs PostgreSQL at {plane.PG} (set BENCH_POSTGRES): {exc}")
+    problem = plane.postgres_problem("bench_run_page")
+    if problem:
+        print(problem)
         return 2
     if not Path(CHROMIUM).exists():
         print(f"bench_run_page needs Debian's chromium at {CHROMIUM} (make browser)")

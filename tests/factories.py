@@ -73,3 +73,21 @@ def event_log(steps=2, prompts=("p1", "p2"), group_size=4, start_seq=0, start_st
     add(type="checkpoint", step=start_step + steps - 1, path=f"checkpoints/step-{start_step + steps - 1}")
     add(type="status", state="succeeded", message="")
     return events
+
+
+def migrate_to(targets):
+    """Migrate the test database to `targets` ([(app, migration)]) and return the apps of that state."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    executor.loader.build_graph()
+    executor.migrate(targets)
+    return executor.loader.project_state(targets).apps
+
+
+def migrate_to_latest():
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+
+    migrate_to(MigrationExecutor(connection).loader.graph.leaf_nodes())

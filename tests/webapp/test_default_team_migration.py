@@ -1,7 +1,7 @@
 """Data from before teams moves into the team `default`, with every user a member."""
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.factories import migrate_to, migrate_to_latest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -9,23 +9,16 @@ BEFORE = [("accounts", "0002_teams"), ("prompts", "0002_prompt_set_team"), ("run
 AFTER = [("accounts", "0003_default_team"), ("prompts", "0003_prompt_set_team_required"), ("runs", "0004_run_team_required")]
 
 
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
 def test_existing_sets_runs_and_users_join_the_default_team():
     try:
-        old = migrate(BEFORE)
+        old = migrate_to(BEFORE)
         User = old.get_model("auth", "User")
         admin = User.objects.create(username="root", is_superuser=True)
         user = User.objects.create(username="ada")
         prompt_set = old.get_model("prompts", "PromptSet").objects.create(name="s", owner=user, format="json")
         run = old.get_model("runs", "Run").objects.create(name="r", method="ttrl", prompt_set=prompt_set, max_steps=1,
                                                            created_by=user)
-        new = migrate(AFTER)
+        new = migrate_to(AFTER)
         team = new.get_model("accounts", "Team").objects.get(name="default")
         roles = dict(new.get_model("accounts", "Membership").objects.filter(team=team).values_list("user__username", "role"))
         assert roles == {"root": "admin", "ada": "member"}
@@ -33,4 +26,4 @@ def test_existing_sets_runs_and_users_join_the_default_team():
         assert new.get_model("runs", "Run").objects.get(pk=run.pk).team_id == team.pk
         assert admin.pk
     finally:
-        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+        migrate_to_latest()

@@ -1,7 +1,7 @@
 """Metric points stored before series existed move into series and narrow points, times included."""
 import pytest
-from django.db import connection
-from django.db.migrations.executor import MigrationExecutor
+
+from tests.factories import migrate_to, migrate_to_latest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -9,16 +9,9 @@ BEFORE = [("runs", "0005_rzero_question")]
 AFTER = [("runs", "0006_metric_series")]
 
 
-def migrate(targets):
-    executor = MigrationExecutor(connection)
-    executor.loader.build_graph()
-    executor.migrate(targets)
-    return executor.loader.project_state(targets).apps
-
-
 def test_old_points_become_series_whose_later_value_of_a_step_wins_with_its_event_time():
     try:
-        old = migrate(BEFORE)
+        old = migrate_to(BEFORE)
         user = old.get_model("auth", "User").objects.create(username="ada")
         team = old.get_model("accounts", "Team").objects.create(name="t")
         prompt_set = old.get_model("prompts", "PromptSet").objects.create(name="s", owner=user, format="json", team=team)
@@ -32,7 +25,7 @@ def test_old_points_become_series_whose_later_value_of_a_step_wins_with_its_even
                                        (3, 2, "entropy", 0.7)]:
             Point.objects.create(run=run, seq=seq, step=step, name=name, value=value)
 
-        migrate(AFTER)
+        migrate_to(AFTER)
         from webapp.runs.models import Run
         from webapp.runs.queries import metric_series
 
@@ -41,4 +34,4 @@ def test_old_points_become_series_whose_later_value_of_a_step_wins_with_its_even
             "eval/pass@16": {"steps": [2], "values": [0.5], "times": [25.0]},
         }
     finally:
-        migrate(MigrationExecutor(connection).loader.graph.leaf_nodes())
+        migrate_to_latest()
