@@ -65,7 +65,7 @@ def _load_by_step(run, up_to_step: int | None, tail_from: int | None) -> dict:
     if not names or first is None or (up_to_step is not None and first > up_to_step):
         return {}
     if up_to_step is None:
-        up_to_step = series.last_step(run)
+        up_to_step = run.last_step
     tail_from = up_to_step if tail_from is None else tail_from
     head = series.read_range(names, high=min(first + HEAD_STEPS, up_to_step))
     tail = series.read_range(names, low=max(tail_from - TAIL_STEPS, first + HEAD_STEPS + 1), high=up_to_step)

@@ -69,14 +69,13 @@ def metric_series_of_runs(run_ids: list[int], names: list[str] | None = None, si
     return result
 
 
-def downsample(series: dict, max_points: int) -> dict:
+def downsample(points: dict, max_points: int) -> dict:
     """At most max_points points of a series in step order (keep_indices: the lowest and the
     highest value of each bucket of consecutive steps, so a one-step spike survives any thinning)."""
-    values = np.array([np.nan if v is None else v for v in series["values"]], dtype=float)
-    keep = keep_indices(values, max_points)
+    keep = keep_indices(series.floats(points["values"]), max_points)
     if keep is None:
-        return series
-    return {key: [column[i] for i in keep] for key, column in series.items()}
+        return points
+    return {key: [column[i] for i in keep] for key, column in points.items()}
 
 
 def keep_indices(values: np.ndarray, max_points: int) -> list[int] | None:

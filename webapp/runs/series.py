@@ -69,7 +69,7 @@ def store_points(run: Run, latest: dict, first_new_step: int | None, last_step: 
     bulk.upsert_points(table, seen)
     bulk.copy_rows(table, ["series_id", "step", "value"], fresh)
     if until > run.series_closed_until:
-        close_chunks(run, until, closing)
+        close_chunks(run, until, closing, ids)
 
 
 def _closable_until(run: Run, last_step: int | None) -> int:
@@ -95,14 +95,14 @@ def series_ids(run: Run, keys: set, known: dict | None = None) -> dict:
     return ids
 
 
-def close_chunks(run: Run, until: int, extra: list = ()) -> None:
+def close_chunks(run: Run, until: int, extra: list, ids: dict) -> None:
     """Close the run's steps from series_closed_until to `until`: every series' points there (those
-    stored and `extra`, new (series, step, value) rows not written yet) become MetricChunk rows."""
+    stored and `extra`, new (series, step, value) rows not written yet) become MetricChunk rows.
+    `ids`: {(clock, name): id} of every series of the run (series_ids)."""
     start = run.series_closed_until
     if until <= start:
         return
-    kinds = {pk: (clock, name) for pk, clock, name in
-             MetricSeries.objects.filter(run=run).values_list("id", "clock", "name")}
+    kinds = {pk: key for key, pk in ids.items()}
     stored = (MetricPoint.objects.filter(series_id__in=list(kinds), step__gte=start, step__lt=until)
               .values_list("series_id", "step", "value"))
     by_series: dict[int, dict] = {}
@@ -145,10 +145,14 @@ def reopen(run: Run, step: int) -> None:
     run.series_closed_until = begin
 
 
+def floats(values: list) -> np.ndarray:
+    """Stored values (None where missing) as float64 with NaN for None."""
+    return np.array([np.nan if v is None else v for v in values], dtype="<f8")
+
+
 def pack(steps: list[int], values: list) -> bytes:
     """MetricChunk.packed: int32 steps, then float64 values (NaN for missing), little-endian."""
-    floats = np.array([np.nan if v is None else v for v in values], dtype="<f8")
-    return np.asarray(steps, dtype="<i4").tobytes() + floats.tobytes()
+    return np.asarray(steps, dtype="<i4").tobytes() + floats(values).tobytes()
 
 
 def unpack(packed: bytes) -> tuple[np.ndarray, np.ndarray]:
@@ -252,9 +256,9 @@ def overview(run_id: int, max_points: int) -> tuple[dict, list[str]]:
     open_points: dict[int, list] = {}
     for series_id, step, value in (MetricPoint.objects.filter(series__run_id=run_id).order_by("series_id", "step")
                                    .values_list("series_id", "step", "value")):
-        open_points.setdefault(series_id, []).append((step, np.nan if value is None else value))
+        open_points.setdefault(series_id, []).append((step, value))
     for pk, pairs in open_points.items():
-        arrays[pk].append((np.array([s for s, _ in pairs], dtype="<i4"), np.array([v for _, v in pairs], dtype="<f8")))
+        arrays[pk].append((np.array([s for s, _ in pairs], dtype="<i4"), floats([v for _, v in pairs])))
 
     def joined(pk):
         parts = arrays.get(pk) or []
@@ -324,14 +328,3 @@ def first_step(run) -> int | None:
         if candidates:
             firsts.append(min(candidates))
     return min(firsts) if firsts else None
-
-
-def last_step(run) -> int | None:
-    steps = [MetricPoint.objects.filter(series_id=pk).order_by("-step").values_list("step", flat=True).first()
-             for pk in _clock_ids(run).values()]
-    steps = [s for s in steps if s is not None]
-    if steps:
-        return max(steps)
-    last = MetricChunk.objects.filter(series__run=run, series__clock=True).order_by("-last_step")
-    return last.values_list("last_step", flat=True).first()
-
