@@ -24,6 +24,15 @@ def test_it_rejects_an_unknown_token(client):
     assert response.json()["error"] == "the API token is not valid"
 
 
+def test_it_rejects_the_token_of_a_deactivated_user(api_client, user):
+    assert api_client.get("/api/prompt-sets").status_code == 200
+    user.is_active = False
+    user.save()
+    response = api_client.get("/api/prompt-sets")
+    assert response.status_code == 401
+    assert response.json()["error"] == "the API token is not valid"
+
+
 def test_it_uploads_the_aime_json_with_labels_and_a_preview(api_client, shared_datasets):
     response = upload(api_client, "AIME 24", (shared_datasets / "aime24.json").read_bytes(), "aime24.json")
     assert response.status_code == 201, response.content

@@ -160,6 +160,12 @@ def unpack(packed: bytes) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(packed, dtype="<i4", count=n), np.frombuffer(packed, dtype="<f8", offset=4 * n)
 
 
+def _quoted(column: str) -> str:
+    from django.db import connection
+
+    return connection.ops.quote_name(column)  # "values" is a keyword in SQL
+
+
 def _clock_ids(run_or_id) -> dict:
     return {name: pk for pk, name in MetricSeries.objects.filter(run=run_or_id, clock=True).values_list("id", "name")}
 
@@ -196,14 +202,17 @@ class Series:
 
 def read(run_ids: list[int], names: list[str] | None = None, since_step: int | None = None) -> dict:
     """{run_id: {name: Series}} of the runs' metric series (the named ones, or all), points after
-    since_step only. Three short queries whatever the runs' length: series, chunks, open points."""
+    since_step only. Two short queries whatever the runs' length: the series, then chunks and open points."""
     result = {run_id: {} for run_id in run_ids}
     if not run_ids:
         return result
-    rows = MetricSeries.objects.filter(run_id__in=run_ids)
+    # Raw SQL: a read is three fixed statements, and compiling them through the ORM cost more than
+    # running them (the metrics API answers in a few milliseconds).
     wanted = {}
     clocks = {}
-    for pk, run_id, clock, name in rows.values_list("id", "run_id", "clock", "name"):
+    for pk, run_id, clock, name in bulk.fetch(
+            f"SELECT id, run_id, clock, name FROM {MetricSeries._meta.db_table} "
+            f"WHERE run_id IN ({bulk.placeholders(run_ids)})", run_ids):
         if clock:
             clocks[(run_id, name)] = pk
         elif names is None or name in names:
@@ -211,14 +220,20 @@ def read(run_ids: list[int], names: list[str] | None = None, since_step: int | N
     if not wanted:
         return result
     clock_of = {pk: clocks.get((run_id, MetricSeries.clock_for(name))) for pk, (run_id, name) in wanted.items()}
-    chunks = MetricChunk.objects.filter(series_id__in=list(wanted))
-    points = MetricPoint.objects.filter(series_id__in=list(wanted) + [c for c in set(clock_of.values()) if c])
-    if since_step is not None:
-        chunks = chunks.filter(last_step__gt=since_step)
-        points = points.filter(step__gt=since_step)
+    chunk_ids = list(wanted)
+    point_ids = chunk_ids + [c for c in set(clock_of.values()) if c]
+    since, cut = ("", []) if since_step is None else (" AND {} > %s", [since_step])
+    # chunks and open points in one statement: a chunk row has first_step, a point row has step
+    rows = bulk.fetch(
+        f"SELECT series_id, first_step, steps, {_quoted('values')}, times, NULL, NULL FROM {MetricChunk._meta.db_table} "
+        f"WHERE series_id IN ({bulk.placeholders(chunk_ids)}){since.format('last_step')} UNION ALL "
+        f"SELECT series_id, NULL, NULL, NULL, NULL, step, value FROM {MetricPoint._meta.db_table} "
+        f"WHERE series_id IN ({bulk.placeholders(point_ids)}){since.format('step')} ORDER BY 1, 2, 6",
+        chunk_ids + cut + point_ids + cut)
+    chunk_rows = [row[:5] for row in rows if row[1] is not None]
+    point_rows = [(row[0], row[5], row[6]) for row in rows if row[1] is None]
     series = {pk: Series() for pk in sorted(wanted, key=lambda pk: wanted[pk][1])}
-    for series_id, first_step, steps, values, times in (
-            chunks.order_by("series_id", "first_step").values_list("series_id", "first_step", "steps", "values", "times")):
+    for series_id, first_step, steps, values, times in chunk_rows:
         if since_step is not None and first_step <= since_step:  # a chunk the cut goes through
             kept = [(s, v, t) for s, v, t in zip(_parse(steps), _parse(values), _parse(times)) if s > since_step]
             if not kept:
@@ -226,7 +241,7 @@ def read(run_ids: list[int], names: list[str] | None = None, since_step: int | N
             steps, values, times = (_render(list(column)) for column in zip(*kept))
         series[series_id].chunks.append((steps, values, times))
     open_points: dict[int, list] = {}
-    for series_id, step, value in points.order_by("series_id", "step").values_list("series_id", "step", "value"):
+    for series_id, step, value in point_rows:
         open_points.setdefault(series_id, []).append((step, value))
     clock_time = {c: dict(open_points.get(c, ())) for c in set(clock_of.values()) if c}
     for pk, item in series.items():
