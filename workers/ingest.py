@@ -20,6 +20,7 @@ from webapp.live import push_on_commit
 from webapp.runs import lifecycle
 from webapp.runs import bulk, series
 from webapp.runs.models import Group, Rollout, Run, RunEvent, RZeroQuestion
+from workers.table_statistics import keep_statistics
 
 log = logging.getLogger(__name__)
 
@@ -167,6 +168,7 @@ def ingest_events(run: Run, events: list[dict]) -> int:
                        team_messages=progress)
         memory.seq = run.last_seq
         transaction.on_commit(lambda: setattr(run, "_ingest_memory", memory))
+    keep_statistics()
     return len(new)
 
 

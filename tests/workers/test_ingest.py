@@ -231,3 +231,31 @@ def test_points_and_rollouts_are_written_with_copy_on_postgresql(run):
     inserts = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("INSERT")]
     assert not any("metricpoint" in sql or "runs_rollout" in sql for sql in inserts)
     assert MetricPoint.objects.filter(series__run=run).exists() and Rollout.objects.filter(group__run=run).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_ingestion_analyses_a_bulk_loaded_table_once_a_tenth_of_it_changed(user, monkeypatch):
+    import time
+
+    from django.db import connection
+
+    from workers import table_statistics
+
+    if connection.vendor != "postgresql":
+        pytest.skip("planner statistics are PostgreSQL's")
+    monkeypatch.setattr(table_statistics, "_last_check", time.monotonic())  # ingestion's own checks wait
+    run = Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(user), max_steps=30, created_by=user)
+    ingest_events(run, event_log(steps=20, group_size=16))  # 640 rollouts: past 50 + 10% of the table
+    rollouts = Rollout._meta.db_table
+
+    def changed():
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT n_mod_since_analyze FROM pg_stat_user_tables WHERE relname = %s", [rollouts])
+            return cursor.fetchone()[0]
+
+    deadline = time.monotonic() + 10
+    while changed() < 640 and time.monotonic() < deadline:  # the statistics system reports within a second
+        time.sleep(0.2)
+    assert rollouts in table_statistics.keep_statistics(force=True)
+    assert changed() == 0
+    assert rollouts not in table_statistics.keep_statistics(force=True)  # nothing new since
