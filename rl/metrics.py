@@ -78,6 +78,26 @@ def similarity_mean(similarity: np.ndarray | Sequence[Sequence[float]] | None) -
     return float(off_diagonal / (g * (g - 1)))
 
 
+def group_summary(rollouts: Sequence[dict], similarity=None) -> dict:
+    """One group's health from its logged rollouts (the `group` event), what a prompt's history
+    shows per step: `size`; `majority_ratio`, the share of rollouts the trainer marked
+    `in_majority` (it compared them with math-verify, as majority_ratio() does, so the share is that
+    function's value without comparing again); `unique_answers` (unique_answers()); `similarity_mean`
+    (similarity_mean() of the G×G matrix); `reward_mean`, the mean of the rewards that are numbers."""
+    size = len(rollouts)
+    rewards = [r["reward"] for r in rollouts
+               if isinstance(r.get("reward"), (int, float)) and not isinstance(r.get("reward"), bool)
+               and np.isfinite(r["reward"])]
+    return {
+        "size": size,
+        "majority_ratio": sum(bool(r.get("in_majority")) for r in rollouts) / size if size else None,
+        "unique_answers": unique_answers([None if r.get("answer") is None else str(r["answer"]) for r in rollouts])
+        if size else None,
+        "similarity_mean": similarity_mean(similarity) if isinstance(similarity, list) and similarity else None,
+        "reward_mean": float(np.mean(rewards)) if rewards else None,
+    }
+
+
 def detect_collapse(
     entropy: Sequence[float],
     majority_ratio_history: Sequence[float],

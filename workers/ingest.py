@@ -14,6 +14,7 @@ from pathlib import Path
 from django.db import connection, transaction
 
 from rl.events import tail_events
+from rl.metrics import group_summary
 
 from webapp.alerts import engine as alerts
 from webapp.live import push_on_commit
@@ -282,6 +283,7 @@ def _store_groups(run, events):
                 prompt_id=_text(str(e["prompt_id"])),
                 majority_answer=_text(e.get("majority_answer")),
                 similarity=_json_safe(e.get("similarity")),
+                **group_summary(e.get("rollouts") or [], _json_safe(e.get("similarity"))),
             )
             for e in group_events
         ]

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from rl.metrics import maj_at_k, majority_ratio, mean_at_k, pass_at_k, similarity_mean, unique_answers
+from rl.metrics import (group_summary, maj_at_k, majority_ratio, mean_at_k, pass_at_k, similarity_mean,
+                        unique_answers)
 
 
 def brute_force_pass_at_k(n, c, k):
@@ -76,3 +77,26 @@ def test_unanimous_rollouts_raise_an_alert():
 
     alerts = detect_collapse([1.0] * 10, [0.7] * 5 + [1.0] * 5)
     assert len(alerts) == 1 and alerts[0].startswith("answer collapse")
+
+
+def test_group_summary_of_a_worked_group():
+    # four rollouts: answers 2, 2, " 2", None and 3 -> in_majority marks the three 2s (the trainer's vote)
+    rollouts = [
+        {"answer": "2", "in_majority": True, "reward": 1.0},
+        {"answer": " 2", "in_majority": True, "reward": 1.0},
+        {"answer": None, "in_majority": False, "reward": 0.0},
+        {"answer": "3", "in_majority": False, "reward": None},
+        {"answer": "2", "in_majority": True, "reward": float("nan")},
+    ]
+    similarity = [[1, 0.5, 0.1, 0, 0], [0.5, 1, 0, 0, 0], [0.1, 0, 1, 0, 0], [0, 0, 0, 1, 0.4], [0, 0, 0, 0.4, 1]]
+    summary = group_summary(rollouts, similarity)
+    assert summary["size"] == 5
+    assert summary["majority_ratio"] == pytest.approx(3 / 5)  # None counts in the denominator, as in majority_ratio()
+    assert summary["unique_answers"] == 2  # "2" and " 2" are one answer; None is none
+    assert summary["similarity_mean"] == pytest.approx(2 * (0.5 + 0.1 + 0.4) / 20)  # off-diagonal mean, G(G-1) = 20
+    assert summary["reward_mean"] == pytest.approx(2 / 3)  # None and NaN are not rewards
+
+
+def test_group_summary_of_an_empty_group_has_no_ratios():
+    assert group_summary([], None) == {"size": 0, "majority_ratio": None, "unique_answers": None,
+                                       "similarity_mean": None, "reward_mean": None}

@@ -8,6 +8,7 @@ from webapp.api import api_view, error, json_body
 from webapp.prompts.models import PromptSet
 
 from . import series
+from .history import prompt_history
 from .actions import RunInputError, cancel_run, clone_run, launch_run, resume_run
 from .models import Group, Run
 from .queries import group_steps, groups_at, metric_series_of_runs
@@ -178,6 +179,15 @@ def run_rollouts(request, run):
             ],
         }
     )
+
+
+@api_view(["GET"])
+@with_run
+def run_prompt_history(request, run, prompt_id):
+    history = prompt_history(run, prompt_id)
+    if history is None:
+        return error(f"run {run.pk} has no rollouts of prompt {prompt_id!r}", 404)
+    return JsonResponse({"run": run.pk, **history.to_json()})
 
 
 @api_view(["GET"])

@@ -247,11 +247,19 @@ class Group(models.Model):
     prompt_id = models.CharField(max_length=200)
     majority_answer = models.TextField(null=True, blank=True)
     similarity = models.JSONField(null=True, blank=True)
+    # The group's health, computed once at ingestion (rl.metrics.group_summary): a prompt's history
+    # reads one row per step instead of its rollouts.
+    size = models.PositiveIntegerField(default=0)
+    majority_ratio = models.FloatField(null=True)
+    unique_answers = models.PositiveIntegerField(null=True)
+    similarity_mean = models.FloatField(null=True)
+    reward_mean = models.FloatField(null=True)
 
     class Meta:
         ordering = ["step", "seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_group_per_event")]
-        indexes = [models.Index(fields=["run", "step", "prompt_id"])]
+        indexes = [models.Index(fields=["run", "step", "prompt_id"]),
+                   models.Index(fields=["run", "prompt_id", "step"], name="runs_group_prompt_history")]
 
     def summary_json(self):
         return {"step": self.step, "prompt_id": self.prompt_id, "majority_answer": self.majority_answer}

@@ -13,6 +13,7 @@ from . import series
 from .actions import RunInputError, cancel_run, resume_run
 from . import launch_form
 from .health import check, no_worker_for
+from .history import prompt_history
 from .listing import run_listing
 from .models import Run
 from .queries import (
@@ -119,6 +120,18 @@ def run_rollouts(request, pk):
         for n, g in enumerate(groups, 1)
     ]
     return render(request, "runs/rollouts.html", {"run": run, "step": step, "steps": group_steps(run), "rows": rows})
+
+
+@login_required
+def prompt_history_page(request, pk, prompt_id):
+    """One prompt over the run: per step its majority answer, majority ratio, distinct answers,
+    similarity and reward means (and, with held-out labels, whether the majority was right)."""
+    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("prompt_set"), pk=pk)
+    history = prompt_history(run, prompt_id)
+    if history is None:
+        raise Http404(f"run {run.pk} has no rollouts of this prompt")
+    return render(request, "runs/prompt_history.html", {"run": run, "history": history,
+                                                         "history_json": history.to_json()["history"]})
 
 
 @login_required

@@ -1,0 +1,36 @@
+"""Groups stored before their summary columns existed are summarised from their rollouts."""
+import pytest
+
+from tests.factories import migrate_to, migrate_to_latest
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BEFORE = [("runs", "0006_metric_series")]
+AFTER = [("runs", "0007_group_summary")]
+
+
+def test_stored_groups_get_the_summary_ingestion_would_have_written():
+    try:
+        old = migrate_to(BEFORE)
+        user = old.get_model("auth", "User").objects.create(username="ada")
+        team = old.get_model("accounts", "Team").objects.create(name="t")
+        prompt_set = old.get_model("prompts", "PromptSet").objects.create(name="s", owner=user, format="json", team=team)
+        run = old.get_model("runs", "Run").objects.create(name="r", method="ttrl", prompt_set=prompt_set, max_steps=2,
+                                                           created_by=user, team=team)
+        Group, Rollout = old.get_model("runs", "Group"), old.get_model("runs", "Rollout")
+        group = Group.objects.create(run=run, seq=0, step=1, prompt_id="p1", majority_answer="5",
+                                     similarity=[[1, 0.5], [0.5, 1]])
+        for index, (answer, in_majority, reward) in enumerate([("5", True, 1.0), ("4", False, 0.0), ("5", True, None)]):
+            Rollout.objects.create(group=group, index=index, text="...", answer=answer, in_majority=in_majority,
+                                   reward=reward)
+        empty = Group.objects.create(run=run, seq=1, step=1, prompt_id="p2", majority_answer=None)
+
+        migrate_to(AFTER)
+        from webapp.runs.models import Group as NewGroup
+
+        summarised = NewGroup.objects.get(pk=group.pk)
+        assert (summarised.size, summarised.unique_answers, summarised.reward_mean) == (3, 2, 0.5)
+        assert summarised.majority_ratio == pytest.approx(2 / 3) and summarised.similarity_mean == 0.5
+        assert NewGroup.objects.filter(pk=empty.pk).values_list("size", "majority_ratio").get() == (0, None)
+    finally:
+        migrate_to_latest()
