@@ -13,6 +13,7 @@ urlpatterns = [
     path("runs/<int:pk>/resume", runs.run_resume),
     path("runs/<int:pk>/clone", runs.run_clone),
     path("runs/<int:pk>/metrics", runs.run_metrics),
+    path("runs/<int:pk>/metrics/export", runs.run_metrics_export),
     path("compare", runs.compare),
     path("runs/<int:pk>/rollouts", runs.run_rollouts),
     path("runs/<int:pk>/groups/<int:step>/<str:prompt_id>", runs.run_group),

@@ -46,7 +46,7 @@ READ_URLS = [
     "/runs/{run}/", "/runs/{run}/rollouts/", "/runs/{run}/questions/", "/prompt-sets/{ps}/",
     "/teams/{team}/", "/teams/{team}/alerts/", "/api/compare?runs={run}", "/compare/?runs={run}",
     "/api/runs/{run}/metrics?max_points=10&since_step=0", "/runs/new/?clone={run}",
-    "/api/runs/{run}/prompts/p1/history", "/runs/{run}/prompts/p1/",
+    "/api/runs/{run}/prompts/p1/history", "/runs/{run}/prompts/p1/", "/api/runs/{run}/metrics/export",
 ]
 
 

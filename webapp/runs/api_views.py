@@ -1,13 +1,13 @@
 from functools import wraps
 
-from django.http import HttpResponse, JsonResponse
+from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
 from rl.methods import METHODS
 from webapp.accounts.access import team_for_new_object
 from webapp.api import api_view, error, json_body
 from webapp.prompts.models import PromptSet
 
-from . import series
+from . import exports, series
 from .history import prompt_history
 from .actions import RunInputError, cancel_run, clone_run, launch_run, resume_run
 from .models import Group, Run
@@ -155,6 +155,20 @@ def run_metrics(request, run_id):
         body = series.read_json(run_id, params["names"], params["since_step"])
         return HttpResponse(f'{{"run":{run_id},"metrics":{body}}}', content_type="application/json")
     return JsonResponse({"run": run_id, "metrics": metric_series_of_runs([run_id], **params)[run_id]})
+
+
+@api_view(["GET"])
+@with_run_id
+def run_metrics_export(request, run_id):
+    """The run's metrics as a CSV or Parquet file (webapp/runs/exports.py), streamed."""
+    kind = request.GET.get("format", "csv")
+    if kind not in exports.FORMATS:
+        return error(f"format must be one of {', '.join(exports.FORMATS)}, not {kind!r}", field="format")
+    names = exports.metric_names(run_id, [n for n in request.GET.get("names", "").split(",") if n] or None)
+    body = exports.metrics_csv(run_id, names) if kind == "csv" else exports.metrics_parquet(run_id, names)
+    response = StreamingHttpResponse(body, content_type=exports.FORMATS[kind])
+    response["Content-Disposition"] = f'attachment; filename="run-{run_id}-metrics.{kind}"'
+    return response
 
 
 @api_view(["GET"])
