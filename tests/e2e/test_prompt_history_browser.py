@@ -1,0 +1,49 @@
+"""A prompt's history and the metrics export, in headless Chromium against the live daphne: from a
+group on the rollouts page to its prompt's history (table and charts), back to one step's group;
+and the run page's CSV export downloaded whole."""
+import csv
+import io
+
+import pytest
+
+from tests.e2e.helpers import off_loop, sign_in
+from tests.factories import event_log, make_prompt_set
+from webapp.runs.models import Run
+from workers.ingest import ingest_events
+
+pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("transactional_db")]
+
+
+def test_a_user_follows_a_prompt_over_the_run_and_exports_the_metrics(live_stack, live_user, session_key, browser_page):
+    page = browser_page
+    prompt_set = make_prompt_set(live_user, rows=[("p1", "What is 2 + 3?", "5"), ("q[\"2\"]", "What is 7 - 4?", "3")])
+    run = Run.objects.create(name="history", method="ttrl", prompt_set=prompt_set, max_steps=3, created_by=live_user,
+                             state=Run.SUCCEEDED)
+    off_loop(ingest_events, run, event_log(steps=3, prompts=("p1", 'q["2"]'), group_size=4))
+    sign_in(page, live_stack, session_key)
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    page.goto(f"{live_stack.url}/runs/{run.pk}/rollouts/?step=2")
+    page.locator('section.group[data-prompt-id=\'q["2"]\'] a.history-link').click()
+    page.wait_for_selector("#prompt-history tbody tr")
+    assert page.inner_text("#prompt-id") == 'q["2"]' and "What is 7 - 4?" in page.content()
+    rows = page.locator("#prompt-history tbody tr")
+    assert rows.count() == 3
+    # event_log's groups: answers 6, 5, 6, 5 with the 5s the majority; the label of q["2"] is 3
+    first = rows.nth(0).inner_text().split("\t")
+    assert first[:7] == ["1", "5", "0.500", "2", "—", "0.500", "4"] and first[7] == "no"
+    page.wait_for_function("() => { const charts = document.querySelectorAll('.history-chart');"
+                           " return charts.length === 4 && Array.from(charts).every(c => c.querySelector('.main-svg')); }")
+    rows.nth(1).locator("a").click()
+    page.wait_for_url("**/rollouts/?step=2&prompt=*")
+    assert page.locator("section.group").count() == 1
+
+    page.goto(f"{live_stack.url}/runs/{run.pk}/")
+    with page.expect_download() as download:
+        page.click("#export-metrics-csv")
+    rows = list(csv.reader(io.StringIO(open(download.value.path()).read())))
+    assert rows[0] == ["name", "step", "value", "time"]
+    entropy = [r for r in rows[1:] if r[0] == "entropy"]
+    assert [(r[1], float(r[2])) for r in entropy] == [("1", 1.0), ("2", 0.5), ("3", 1 / 3)]
+    assert errors == []
