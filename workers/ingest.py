@@ -291,6 +291,8 @@ def _store_groups(run, events):
     bulk.copy_rows(Rollout._meta.db_table, ROLLOUT_COLUMNS, (
         (
             group.pk,
+            run.pk,
+            group.step,
             r["index"],
             _text(r.get("text", "")),
             _text(r.get("answer")),
@@ -308,7 +310,7 @@ def _store_groups(run, events):
     ))
 
 
-ROLLOUT_COLUMNS = ["group_id", "index", "text", "answer", "valid", "in_majority", "reward", "advantage", "length",
+ROLLOUT_COLUMNS = ["group_id", "run_id", "step", "index", "text", "answer", "valid", "in_majority", "reward", "advantage", "length",
                    "used_for_training", "entropy", "extra"]
 
 

@@ -8,6 +8,7 @@ from webapp.api import api_view, error, json_body
 from webapp.prompts.models import PromptSet
 
 from . import exports, series
+from .search import SearchError, search
 from .history import prompt_history
 from .actions import RunInputError, cancel_run, clone_run, launch_run, resume_run
 from .models import Group, Run
@@ -169,6 +170,17 @@ def run_metrics_export(request, run_id):
     response = StreamingHttpResponse(body, content_type=exports.FORMATS[kind])
     response["Content-Disposition"] = f'attachment; filename="run-{run_id}-metrics.{kind}"'
     return response
+
+
+@api_view(["GET"])
+@with_run_id
+def run_rollout_search(request, run_id):
+    """Every rollout of the run matching the filters, a keyset page at a time (webapp/runs/search.py)."""
+    try:
+        page = search(run_id, request.GET)
+    except SearchError as exc:
+        return error(str(exc), field=exc.field)
+    return JsonResponse({"run": run_id, "results": page.results, "next_cursor": page.next_cursor})
 
 
 @api_view(["GET"])

@@ -293,6 +293,11 @@ class RZeroQuestion(models.Model):
 
 class Rollout(models.Model):
     group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="rollouts")
+    # The group's run and step, repeated on each rollout so a run's rollouts are searched and paged in
+    # any indexed order (webapp/runs/search.py) without joining and sorting them all. Null only
+    # between the migration adding them and its backfill.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rollouts", null=True, db_index=False)
+    step = models.IntegerField(null=True)
     index = models.IntegerField()
     text = models.TextField()
     answer = models.TextField(null=True, blank=True)
@@ -308,6 +313,12 @@ class Rollout(models.Model):
     class Meta:
         ordering = ["index"]
         constraints = [models.UniqueConstraint(fields=["group", "index"], name="unique_rollout_index_per_group")]
+        # One per sortable field of the search, each with id last for keyset pagination (the reward and
+        # advantage ones, which differ between databases, are made by webapp/runs/search_indexes.py).
+        indexes = [
+            models.Index(fields=["run", "step", "id"], name="rollout_search_step"),
+            models.Index(fields=["run", "length", "id"], name="rollout_search_length"),
+        ]
 
     def to_json(self, with_text=True):
         data = {

@@ -1,0 +1,33 @@
+"""Rollouts stored before the search existed get their run and step, so the search finds them."""
+import pytest
+
+from tests.factories import migrate_to, migrate_to_latest
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+BEFORE = [("runs", "0007_group_summary")]
+AFTER = [("runs", "0008_rollout_search")]
+
+
+def test_stored_rollouts_are_searchable_after_the_migration():
+    try:
+        old = migrate_to(BEFORE)
+        user = old.get_model("auth", "User").objects.create(username="ada")
+        team = old.get_model("accounts", "Team").objects.create(name="t")
+        prompt_set = old.get_model("prompts", "PromptSet").objects.create(name="s", owner=user, format="json", team=team)
+        run = old.get_model("runs", "Run").objects.create(name="r", method="ttrl", prompt_set=prompt_set, max_steps=9,
+                                                           created_by=user, team=team)
+        Group, Rollout = old.get_model("runs", "Group"), old.get_model("runs", "Rollout")
+        for step, text in [(4, "carry the one"), (7, "subtract seven then carry")]:
+            group = Group.objects.create(run=run, seq=step, step=step, prompt_id="p1")
+            Rollout.objects.create(group=group, index=0, text=text, answer="1", reward=1.0)
+
+        migrate_to(AFTER)
+        from webapp.runs.search import search
+
+        page = search(run.pk, {"q": "carry"})
+        assert [(r["step"], r["prompt_id"], r["text"]) for r in page.results] == [
+            (4, "p1", "carry the one"), (7, "p1", "subtract seven then carry")]
+        assert [r["step"] for r in search(run.pk, {"q": "seven", "order": "-step"}).results] == [7]
+    finally:
+        migrate_to_latest()

@@ -1,0 +1,159 @@
+"""Searching every rollout of a run (DESIGN §4.6, issue 10): filters, an order, keyset pages.
+
+A page is the `limit` rollouts after the cursor in the chosen order, read through the index of that
+order (Rollout.Meta.indexes: run, field, id): never OFFSET, so the millionth rollout costs what the
+first does. The cursor is the last row's (field value, id), opaque to clients. Missing values (a
+rollout without a reward) sort lowest. Ordering by a method's extra (`novelty`, `confidence`, ...)
+reads the extras without an index, and `q` (a case-insensitive substring of the text) reads the
+texts: narrow such a search with filters on a large run.
+"""
+import base64
+import json
+import math
+from dataclasses import dataclass
+
+from django.db.models import F, FloatField, Q
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
+
+from . import search_indexes
+from .models import Rollout
+
+INDEXED_ORDERS = ("step", "reward", "advantage", "length")
+NULLABLE = set(search_indexes.NULLABLE_ORDERS)
+MAX_LIMIT, DEFAULT_LIMIT = 1000, 50
+BOOLEANS = {"in_majority": "in_majority", "valid": "valid", "trained": "used_for_training"}
+TRUE, FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
+EXTRA_KEY_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+class SearchError(ValueError):
+    """A parameter the search cannot use: the message names it and its value."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass
+class Page:
+    results: list[dict]
+    next_cursor: str | None
+
+
+def search(run_id: int, params) -> Page:
+    """One page of the run's rollouts matching `params` (a QueryDict or dict of strings)."""
+    order = params.get("order") or "step"
+    descending, field = order.startswith("-"), order.lstrip("-")
+    if field not in INDEXED_ORDERS and not (field and set(field) <= EXTRA_KEY_CHARS):
+        raise SearchError("order", f"order must be a field ({', '.join(INDEXED_ORDERS)}) or a method extra "
+                                   f"such as novelty, optionally with '-', not {order!r}")
+    limit = _integer(params, "limit", DEFAULT_LIMIT)
+    if not 1 <= limit <= MAX_LIMIT:
+        raise SearchError("limit", f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
+
+    rows = Rollout.objects.filter(run_id=run_id, **_filters(params))
+    if (params.get("q") or "").strip():
+        # a case-insensitive substring, unindexed for now (webapp/runs/search_indexes.py says why): it
+        # reads the texts of the rollouts the other filters leave
+        rows = rows.filter(text__icontains=params["q"].strip())
+    if field in INDEXED_ORDERS:
+        key = F(field)
+    else:
+        key = Cast(KeyTextTransform(field, "extra"), FloatField())
+        rows = rows.annotate(sort_key=key)
+        key = F("sort_key")
+    cursor = _decode(params.get("cursor"))
+    if cursor is not None:
+        rows = rows.filter(_after(key, cursor, descending, field in NULLABLE or field not in INDEXED_ORDERS))
+    nullable = field in NULLABLE or field not in INDEXED_ORDERS
+    if nullable:  # as the index holds them: missing values lowest on both databases
+        first = key.desc(nulls_last=True) if descending else key.asc(nulls_first=True)
+    else:
+        first = key.desc() if descending else key.asc()
+    ordering = [first, F("id").desc() if descending else F("id").asc()]
+    found = list(rows.annotate(prompt_id=F("group__prompt_id")).order_by(*ordering)[:limit + 1])
+    more = len(found) > limit
+    found = found[:limit]
+    last = found[-1] if found else None
+    next_cursor = None
+    if more and last is not None:
+        value = getattr(last, field) if field in INDEXED_ORDERS else last.sort_key
+        next_cursor = _encode(value, last.pk)
+    return Page(results=[{"step": r.step, "prompt_id": r.prompt_id, **r.to_json()} for r in found],
+                next_cursor=next_cursor)
+
+
+def _filters(params) -> dict:
+    out = {}
+    for name, lookup in (("step_min", "step__gte"), ("step_max", "step__lte")):
+        if params.get(name) not in (None, ""):
+            out[lookup] = _integer(params, name, None)
+    for name, lookup in (("reward_min", "reward__gte"), ("reward_max", "reward__lte")):
+        if params.get(name) not in (None, ""):
+            out[lookup] = _number(params, name)
+    if params.get("prompt") not in (None, ""):
+        out["group__prompt_id"] = params["prompt"]
+    if params.get("answer") not in (None, ""):
+        out["answer"] = params["answer"]
+    for name, column in BOOLEANS.items():
+        value = (params.get(name) or "").strip().lower()
+        if value in TRUE:
+            out[column] = True
+        elif value in FALSE:
+            out[column] = False
+        elif value:
+            raise SearchError(name, f"{name} must be true or false, not {params.get(name)!r}")
+    return out
+
+
+def _integer(params, name: str, default):
+    text = params.get(name)
+    if text in (None, ""):
+        return default
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise SearchError(name, f"{name} must be a whole number, not {text!r}") from None
+
+
+def _number(params, name: str) -> float:
+    text = params.get(name)
+    try:
+        value = float(text)
+    except ValueError:
+        raise SearchError(name, f"{name} must be a number, not {text!r}") from None
+    if not math.isfinite(value):
+        raise SearchError(name, f"{name} must be a finite number, not {text!r}")
+    return value
+
+
+def _after(key, cursor: tuple, descending: bool, nullable: bool) -> Q:
+    """The rows after (value, id) in the order: value then id, both descending or both ascending,
+    missing values lowest (first ascending, last descending)."""
+    value, pk = cursor
+    later = "lt" if descending else "gt"
+    name = key.name
+    if value is None:  # among the missing values (lowest), then every row with a value when ascending
+        within = Q(**{f"{name}__isnull": True, f"id__{later}": pk})
+        return within if descending else within | Q(**{f"{name}__isnull": False})
+    after = Q(**{f"{name}__{later}": value}) | Q(**{name: value, f"id__{later}": pk})
+    if descending and nullable:
+        after |= Q(**{f"{name}__isnull": True})
+    return after
+
+
+def _encode(value, pk: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps([value, pk]).encode()).decode().rstrip("=")
+
+
+def _decode(text: str | None):
+    if not text:
+        return None
+    try:
+        value, pk = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+        if not isinstance(pk, int) or not (value is None or isinstance(value, (int, float))):
+            raise ValueError
+    except (ValueError, TypeError, UnicodeDecodeError):
+        raise SearchError("cursor", f"cursor {text!r} is not one this search returned") from None
+    return value, pk
