@@ -86,6 +86,15 @@ def migrate_to(targets):
     return executor.loader.project_state(targets).apps
 
 
+def run_in(apps):
+    """A run (with its user, team and prompt set) made through the models of a past migration state."""
+    user = apps.get_model("auth", "User").objects.create(username="ada")
+    team = apps.get_model("accounts", "Team").objects.create(name="t")
+    prompt_set = apps.get_model("prompts", "PromptSet").objects.create(name="s", owner=user, format="json", team=team)
+    return apps.get_model("runs", "Run").objects.create(name="r", method="ttrl", prompt_set=prompt_set, max_steps=9,
+                                                         created_by=user, team=team)
+
+
 def migrate_to_latest():
     from django.db import connection
     from django.db.migrations.executor import MigrationExecutor

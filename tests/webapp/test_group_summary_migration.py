@@ -1,7 +1,7 @@
 """Groups stored before their summary columns existed are summarised from their rollouts."""
 import pytest
 
-from tests.factories import migrate_to, migrate_to_latest
+from tests.factories import migrate_to, migrate_to_latest, run_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -12,11 +12,7 @@ AFTER = [("runs", "0007_group_summary")]
 def test_stored_groups_get_the_summary_ingestion_would_have_written():
     try:
         old = migrate_to(BEFORE)
-        user = old.get_model("auth", "User").objects.create(username="ada")
-        team = old.get_model("accounts", "Team").objects.create(name="t")
-        prompt_set = old.get_model("prompts", "PromptSet").objects.create(name="s", owner=user, format="json", team=team)
-        run = old.get_model("runs", "Run").objects.create(name="r", method="ttrl", prompt_set=prompt_set, max_steps=2,
-                                                           created_by=user, team=team)
+        run = run_in(old)
         Group, Rollout = old.get_model("runs", "Group"), old.get_model("runs", "Rollout")
         group = Group.objects.create(run=run, seq=0, step=1, prompt_id="p1", majority_answer="5",
                                      similarity=[[1, 0.5], [0.5, 1]])

@@ -1,7 +1,7 @@
 """Metric points stored before series existed move into series and narrow points, times included."""
 import pytest
 
-from tests.factories import migrate_to, migrate_to_latest
+from tests.factories import migrate_to, migrate_to_latest, run_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -12,11 +12,7 @@ AFTER = [("runs", "0006_metric_series")]
 def test_old_points_become_series_whose_later_value_of_a_step_wins_with_its_event_time():
     try:
         old = migrate_to(BEFORE)
-        user = old.get_model("auth", "User").objects.create(username="ada")
-        team = old.get_model("accounts", "Team").objects.create(name="t")
-        prompt_set = old.get_model("prompts", "PromptSet").objects.create(name="s", owner=user, format="json", team=team)
-        run = old.get_model("runs", "Run").objects.create(name="r", method="ttrl", prompt_set=prompt_set, max_steps=2,
-                                                           created_by=user, team=team)
+        run = run_in(old)
         Event, Point = old.get_model("runs", "RunEvent"), old.get_model("runs", "MetricPoint")
         for seq, kind, step, time in [(0, "metrics", 1, 10.0), (1, "metrics", 2, 20.0), (2, "eval", 2, 25.0),
                                       (3, "metrics", 2, 30.0)]:  # seq 3: step 2 logged again after a resume

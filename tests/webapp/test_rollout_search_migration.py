@@ -1,7 +1,7 @@
 """Rollouts stored before the search existed get their run and step, so the search finds them."""
 import pytest
 
-from tests.factories import migrate_to, migrate_to_latest
+from tests.factories import migrate_to, migrate_to_latest, run_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -12,11 +12,7 @@ AFTER = [("runs", "0008_rollout_search")]
 def test_stored_rollouts_are_searchable_after_the_migration():
     try:
         old = migrate_to(BEFORE)
-        user = old.get_model("auth", "User").objects.create(username="ada")
-        team = old.get_model("accounts", "Team").objects.create(name="t")
-        prompt_set = old.get_model("prompts", "PromptSet").objects.create(name="s", owner=user, format="json", team=team)
-        run = old.get_model("runs", "Run").objects.create(name="r", method="ttrl", prompt_set=prompt_set, max_steps=9,
-                                                           created_by=user, team=team)
+        run = run_in(old)
         Group, Rollout = old.get_model("runs", "Group"), old.get_model("runs", "Rollout")
         for step, text in [(4, "carry the one"), (7, "subtract seven then carry")]:
             group = Group.objects.create(run=run, seq=step, step=step, prompt_id="p1")
