@@ -8,11 +8,11 @@ from webapp.api import api_view, error, json_body
 from webapp.prompts.models import PromptSet
 
 from . import exports, series
-from .search import SearchError, search
-from .history import prompt_history
 from .actions import RunInputError, cancel_run, clone_run, launch_run, resume_run
+from .history import prompt_history
 from .models import Group, Run
 from .queries import group_steps, groups_at, metric_series_of_runs
+from .search import SearchError, search
 
 
 def with_run(view):
