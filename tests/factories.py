@@ -100,3 +100,40 @@ def migrate_to_latest():
     from django.db.migrations.executor import MigrationExecutor
 
     migrate_to(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+
+SEARCH_WORDS = ["carry the one", "subtract seven", "multiply both sides", "the answer is boxed"]
+
+
+def searchable_events():
+    """Group events of 3 steps × 2 prompts × 4 rollouts whose fields vary enough to sort and filter
+    on: some rewards missing, some rollouts invalid or untrained, a novelty extra on most."""
+    def rollout(step, p, i):
+        reward = None if (step + i) % 5 == 0 else float((step * 7 + i * 3) % 4) / 4
+        return {"index": i, "text": f"step {step}: {SEARCH_WORDS[i % 4]} \\boxed{{{step + i}}}",
+                "answer": str((step + i) % 3), "valid": i != 3, "in_majority": i % 2 == 0, "reward": reward,
+                "advantage": None if reward is None else reward - 0.5, "length": 100 + (step * 13 + i * 7 + p * 5) % 17,
+                "used_for_training": i < 3, "entropy": 0.1,
+                "extra": {"novelty": round(((step + p + i) * 0.37) % 1, 3)} if i != 2 else {}}
+
+    events, seq = [], 0
+    for step in (1, 2, 3):
+        for p, prompt in enumerate(("p1", "p2")):
+            events.append({"seq": seq, "time": 1.7e9 + seq, "type": "group", "step": step, "prompt_id": prompt,
+                           "majority_answer": "0", "similarity": None, "rollouts": [rollout(step, p, i) for i in range(4)]})
+            seq += 1
+    return events
+
+
+def search_every_page(client, run, **params):
+    """(every result, number of pages) of GET /api/runs/{id}/rollouts/search, following next_cursor."""
+    results, cursor, pages = [], None, 0
+    while True:
+        response = client.get(f"/api/runs/{run.pk}/rollouts/search", {**params, **({"cursor": cursor} if cursor else {})})
+        assert response.status_code == 200, response.content
+        body = response.json()
+        results += body["results"]
+        pages += 1
+        cursor = body["next_cursor"]
+        if cursor is None:
+            return results, pages

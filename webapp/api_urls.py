@@ -17,6 +17,7 @@ urlpatterns = [
     path("compare", runs.compare),
     path("runs/<int:pk>/rollouts", runs.run_rollouts),
     path("runs/<int:pk>/rollouts/search", runs.run_rollout_search),
+    path("runs/<int:pk>/rollouts/export", runs.run_rollouts_export),
     path("runs/<int:pk>/groups/<int:step>/<str:prompt_id>", runs.run_group),
     path("runs/<int:pk>/prompts/<path:prompt_id>/history", runs.run_prompt_history),
     path("runs/<int:pk>/rzero/<int:iteration>/questions", runs.run_rzero_questions),

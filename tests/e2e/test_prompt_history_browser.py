@@ -1,6 +1,6 @@
 """A prompt's history and the metrics export, in headless Chromium against the live daphne: from a
 group on the rollouts page to its prompt's history (table and charts), back to one step's group;
-and the run page's CSV export downloaded whole."""
+a step's rollouts and the run page's metrics downloaded as CSV."""
 import csv
 import io
 
@@ -25,6 +25,11 @@ def test_a_user_follows_a_prompt_over_the_run_and_exports_the_metrics(live_stack
     page.on("pageerror", lambda exc: errors.append(str(exc)))
 
     page.goto(f"{live_stack.url}/runs/{run.pk}/rollouts/?step=2")
+    with page.expect_download() as download:  # this step's rollouts, as the search finds them
+        page.click("#export-step-csv")
+    exported = list(csv.DictReader(io.StringIO(open(download.value.path()).read())))
+    assert len(exported) == 8 and {r["step"] for r in exported} == {"2"}
+    assert {r["prompt_id"] for r in exported} == {"p1", 'q["2"]'}
     page.locator('section.group[data-prompt-id=\'q["2"]\'] a.history-link').click()
     page.wait_for_selector("#prompt-history tbody tr")
     assert page.inner_text("#prompt-id") == 'q["2"]' and "What is 7 - 4?" in page.content()

@@ -1,33 +1,17 @@
-"""GET /api/runs/{id}/rollouts/search (DESIGN §4.6): filters, orders, keyset pages, full text."""
+"""GET /api/runs/{id}/rollouts/search (DESIGN §4.6): filters, orders, keyset pages, text."""
 import pytest
 
-from tests.factories import make_prompt_set
+from tests.factories import SEARCH_WORDS as WORDS, make_prompt_set, search_every_page, searchable_events
 from webapp.runs.models import Run
 from workers.ingest import ingest_events
 
 pytestmark = pytest.mark.django_db
 
-WORDS = ["carry the one", "subtract seven", "multiply both sides", "the answer is boxed"]
-
-
-def rollout(step, p, i):
-    reward = None if (step + i) % 5 == 0 else float((step * 7 + i * 3) % 4) / 4
-    return {"index": i, "text": f"step {step}: {WORDS[i % 4]} \\boxed{{{step + i}}}", "answer": str((step + i) % 3),
-            "valid": i != 3, "in_majority": i % 2 == 0, "reward": reward, "advantage": None if reward is None else reward - 0.5,
-            "length": 100 + (step * 13 + i * 7 + p * 5) % 17, "used_for_training": i < 3, "entropy": 0.1,
-            "extra": {"novelty": round(((step + p + i) * 0.37) % 1, 3)} if i != 2 else {}}
-
 
 @pytest.fixture
 def run(user):
     run = Run.objects.create(name="r", method="evol_rl", prompt_set=make_prompt_set(user), max_steps=10, created_by=user)
-    events, seq = [], 0
-    for step in (1, 2, 3):
-        for p, prompt in enumerate(("p1", "p2")):
-            events.append({"seq": seq, "time": 1.7e9 + seq, "type": "group", "step": step, "prompt_id": prompt,
-                           "majority_answer": "0", "similarity": None, "rollouts": [rollout(step, p, i) for i in range(4)]})
-            seq += 1
-    ingest_events(run, events)
+    ingest_events(run, searchable_events())
     return run
 
 
@@ -38,14 +22,7 @@ def search(client, run, **params):
 
 
 def every_page(client, run, **params):
-    results, cursor, pages = [], None, 0
-    while True:
-        body = search(client, run, **params, **({"cursor": cursor} if cursor else {}))
-        results += body["results"]
-        pages += 1
-        cursor = body["next_cursor"]
-        if cursor is None:
-            return results, pages
+    return search_every_page(client, run, **params)
 
 
 def key(row, field):

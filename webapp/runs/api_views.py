@@ -1,4 +1,5 @@
 from functools import wraps
+from itertools import chain
 
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
@@ -169,6 +170,25 @@ def run_metrics_export(request, run_id):
     body = exports.metrics_csv(run_id, names) if kind == "csv" else exports.metrics_parquet(run_id, names)
     response = StreamingHttpResponse(body, content_type=exports.FORMATS[kind])
     response["Content-Disposition"] = f'attachment; filename="run-{run_id}-metrics.{kind}"'
+    return response
+
+
+@api_view(["GET"])
+@with_run_id
+def run_rollouts_export(request, run_id):
+    """Every rollout the search's filters match, in its order, as JSONL, CSV or Parquet, streamed.
+    The first page is read before the response starts, so a bad filter is a 400, not a cut file."""
+    kind = request.GET.get("format", "jsonl")
+    if kind not in exports.ROLLOUT_FORMATS:
+        return error(f"format must be one of {', '.join(exports.ROLLOUT_FORMATS)}, not {kind!r}", field="format")
+    pages = exports.rollout_pages(run_id, {k: v for k, v in request.GET.items() if k not in ("format", "limit", "cursor")})
+    try:
+        first = next(pages, [])
+    except SearchError as exc:
+        return error(str(exc), field=exc.field)
+    write = {"jsonl": exports.rollouts_jsonl, "csv": exports.rollouts_csv, "parquet": exports.rollouts_parquet}[kind]
+    response = StreamingHttpResponse(write(chain([first], pages)), content_type=exports.ROLLOUT_FORMATS[kind])
+    response["Content-Disposition"] = f'attachment; filename="run-{run_id}-rollouts.{kind}"'
     return response
 
 

@@ -1,0 +1,76 @@
+"""GET /api/runs/{id}/rollouts/export?format=jsonl|csv|parquet&<search filters> (DESIGN §4.6)."""
+import csv
+import io
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from django.http import StreamingHttpResponse
+
+from tests.factories import make_prompt_set, search_every_page, searchable_events
+from webapp.runs import exports
+from webapp.runs.models import Run
+from workers.ingest import ingest_events
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def run(user):
+    run = Run.objects.create(name="r", method="evol_rl", prompt_set=make_prompt_set(user), max_steps=10, created_by=user)
+    ingest_events(run, searchable_events())
+    return run
+
+
+def every_page(client, run, **params):
+    return search_every_page(client, run, **params)
+
+
+def export(client, run, **params):
+    response = client.get(f"/api/runs/{run.pk}/rollouts/export", params)
+    assert isinstance(response, StreamingHttpResponse), response.content
+    return response, b"".join(response.streaming_content)
+
+
+def searched(client, run, **params):
+    return [(r["step"], r["prompt_id"], r["index"]) for r in every_page(client, run, **params)[0]]
+
+
+def test_jsonl_holds_what_the_search_finds_in_its_order(api_client, run):
+    response, body = export(api_client, run, format="jsonl", valid="true", order="-reward")
+    assert response["Content-Disposition"] == f'attachment; filename="run-{run.pk}-rollouts.jsonl"'
+    rows = [json.loads(line) for line in body.decode().splitlines()]
+    assert [(r["step"], r["prompt_id"], r["index"]) for r in rows] == searched(api_client, run, valid="true", order="-reward")
+    assert list(rows[0]) == exports.ROLLOUT_COLUMNS and all(r["valid"] for r in rows)
+
+
+def test_csv_has_a_header_and_one_exact_row_per_rollout(api_client, run):
+    _, body = export(api_client, run, format="csv", step_min=2, step_max=2)
+    rows = list(csv.DictReader(io.StringIO(body.decode())))
+    assert len(rows) == 8 and {r["step"] for r in rows} == {"2"}
+    first = every_page(api_client, run, step_min=2, step_max=2)[0][0]
+    assert rows[0]["text"] == first["text"] and json.loads(rows[0]["extra"]) == first["extra"]
+    assert rows[0]["reward"] == ("" if first["reward"] is None else repr(first["reward"]))
+    assert rows[0]["valid"] in ("true", "false")
+
+
+def test_parquet_reads_back_as_the_search_results(api_client, run, monkeypatch):
+    monkeypatch.setattr(exports, "EXPORT_PAGE", 5)  # several row groups, streamed one by one
+    _, body = export(api_client, run, format="parquet", order="length")
+    table = pq.read_table(io.BytesIO(body))
+    assert table.num_rows == 24 and pq.ParquetFile(io.BytesIO(body)).num_row_groups == 5
+    rows = table.to_pylist()
+    assert [(r["step"], r["prompt_id"], r["index"]) for r in rows] == searched(api_client, run, order="length")
+    assert [r["length"] for r in rows] == sorted(r["length"] for r in rows)
+
+
+def test_a_bad_filter_or_format_is_a_400_before_anything_is_sent(api_client, run):
+    for params, field in [({"format": "xml"}, "format"), ({"reward_min": "nan"}, "reward_min"), ({"order": "x-y"}, "order")]:
+        response = api_client.get(f"/api/runs/{run.pk}/rollouts/export", params)
+        assert response.status_code == 400 and response.json()["field"] == field
+
+
+def test_nothing_matching_is_an_empty_file(api_client, run):
+    assert export(api_client, run, format="jsonl", answer="none such")[1] == b""
+    assert export(api_client, run, format="csv", answer="none such")[1].decode().strip() == ",".join(exports.ROLLOUT_COLUMNS)
+    assert pq.read_table(io.BytesIO(export(api_client, run, format="parquet", answer="none such")[1])).num_rows == 0
