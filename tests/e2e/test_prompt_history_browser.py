@@ -1,6 +1,7 @@
-"""A prompt's history and the metrics export, in headless Chromium against the live daphne: from a
-group on the rollouts page to its prompt's history (table and charts), back to one step's group;
-a step's rollouts and the run page's metrics downloaded as CSV."""
+"""The rollouts page, a prompt's history and the exports, in headless Chromium against the live
+daphne: the heatmap's colour scale, sorting a group, the step slider, a step's rollouts downloaded as
+CSV; from a group to its prompt's history (table and charts) and back to one step's group; the run
+page's metrics downloaded as CSV."""
 import csv
 import io
 
@@ -19,17 +20,33 @@ def test_a_user_follows_a_prompt_over_the_run_and_exports_the_metrics(live_stack
     prompt_set = make_prompt_set(live_user, rows=[("p1", "What is 2 + 3?", "5"), ("q[\"2\"]", "What is 7 - 4?", "3")])
     run = Run.objects.create(name="history", method="ttrl", prompt_set=prompt_set, max_steps=3, created_by=live_user,
                              state=Run.SUCCEEDED)
-    off_loop(ingest_events, run, event_log(steps=3, prompts=("p1", 'q["2"]'), group_size=4))
+    events = event_log(steps=3, prompts=("p1", 'q["2"]'), group_size=4)
+    for e in events:
+        if e["type"] == "group" and e["prompt_id"] == "p1":  # near-duplicates: 0.95 to 0.99
+            e["similarity"] = [[1, .95, .99, .97], [.95, 1, .96, .98], [.99, .96, 1, .97], [.97, .98, .97, 1]]
+    off_loop(ingest_events, run, events)
     sign_in(page, live_stack, session_key)
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
 
     page.goto(f"{live_stack.url}/runs/{run.pk}/rollouts/?step=2")
+    # the heatmap's colours span the values there, so 0.95 and 0.99 differ
+    page.wait_for_function("() => document.getElementById('heatmap-1')._fullData")
+    assert page.evaluate("() => [document.getElementById('heatmap-1')._fullData[0].zmin, "
+                         "document.getElementById('heatmap-1')._fullData[0].zmax]") == [0.95, 0.99]
+    # sorting a group by reward puts the rewarded rollouts (odd indexes) first
+    group = page.locator('section.group[data-prompt-id="p1"]')
+    group.locator('th[data-sort="reward"]').click()
+    assert group.locator("tr.rollout").evaluate_all("rows => rows.map(r => r.dataset.index)") == ["1", "3", "0", "2"]
+    # the slider shows another step
+    page.locator("#step-slider").fill("3")
+    page.wait_for_url("**/rollouts/?step=3")
     with page.expect_download() as download:  # this step's rollouts, as the search finds them
         page.click("#export-step-csv")
     exported = list(csv.DictReader(io.StringIO(open(download.value.path()).read())))
-    assert len(exported) == 8 and {r["step"] for r in exported} == {"2"}
+    assert len(exported) == 8 and {r["step"] for r in exported} == {"3"}
     assert {r["prompt_id"] for r in exported} == {"p1", 'q["2"]'}
+    page.goto(f"{live_stack.url}/runs/{run.pk}/rollouts/?step=2")
     page.locator('section.group[data-prompt-id=\'q["2"]\'] a.history-link').click()
     page.wait_for_selector("#prompt-history tbody tr")
     assert page.inner_text("#prompt-id") == 'q["2"]' and "What is 7 - 4?" in page.content()

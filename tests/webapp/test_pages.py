@@ -4,7 +4,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from tests.factories import event_log, make_prompt_set
 from webapp.prompts.models import PromptSet
 from webapp.runs.models import Run
-from webapp.runs.templatetags.rollout_text import highlight_boxed
+from webapp.runs.templatetags.rollout_text import highlight_boxed, number
 from workers.ingest import ingest_events
 
 pytestmark = pytest.mark.django_db
@@ -104,3 +104,32 @@ def test_the_run_page_charts_the_methods_own_signals(signed_in, user):
     assert '"evol_rl/novelty_mean"' in evol_page and '"label_accuracy"' in evol_page
     rzero_page = signed_in.get(f"/runs/{rzero.pk}/").content.decode()
     assert '"rzero/uncertainty_mean"' in rzero_page and '"label_accuracy"' not in rzero_page.split('"chart_metrics"')[1].split("]")[0]
+
+
+@pytest.mark.parametrize("value, shown", [(103.0, "103"), (103, "103"), (0.87512, "0.8751"), (-0.5, "-0.5"),
+                                          (1e-5, "1e-05"), (None, "—"), (True, True), ("x", "x")])
+def test_numbers_show_as_a_reader_wants_them(value, shown):
+    assert number(value) == shown
+
+
+def test_the_rollout_page_marks_correct_answers_and_shows_extras_as_numbers(signed_in, user):
+    run = Run.objects.create(name="r", method="evol_rl", prompt_set=make_prompt_set(user), max_steps=3, created_by=user)
+    events = event_log(steps=3, prompts=("p1",), group_size=2)  # answers 6 and 5; p1's label is 5
+    for e in events:
+        if e["type"] == "group":
+            e["rollouts"][0]["extra"] = {"novelty": 0.123456, "rank": 103.0}
+    ingest_events(run, events)
+    page = signed_in.get(f"/runs/{run.pk}/rollouts/?step=2").content.decode()
+    assert '<th data-sort="correct">Correct</th>' in page
+    assert page.count('<td class="correct">✗</td>') == 1 and page.count('<td class="correct">✓</td>') == 1
+    assert '<th data-sort="extra-1">novelty</th><th data-sort="extra-2">rank</th>' in page
+    assert ">0.1235</td>" in page and ">103</td>" in page and "103.000" not in page
+    assert 'id="prev-step" href="?step=1"' in page and 'id="next-step" href="?step=3"' in page
+    assert 'min="1" max="3"' in page and '<select name="step"' not in page  # a slider, not a select of every step
+
+
+def test_the_rollout_page_of_a_step_that_is_not_a_number_shows_the_latest(signed_in, user):
+    run = Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(user), max_steps=2, created_by=user)
+    ingest_events(run, event_log(steps=2))
+    response = signed_in.get(f"/runs/{run.pk}/rollouts/?step=²")
+    assert response.status_code == 200 and 'value="2"' in response.content.decode()

@@ -197,6 +197,19 @@ def group_steps(run: Run) -> list[int]:
     return list(Group.objects.filter(run=run).order_by("step").values_list("step", flat=True).distinct())
 
 
+def step_bounds(run: Run, step: int | None) -> dict:
+    """The rollouts page's step navigation: the first and last steps with rollouts and the nearest
+    ones before and after `step`, four index lookups whatever the number of steps (the page no longer
+    lists every step)."""
+    groups = Group.objects.filter(run=run).values_list("step", flat=True)
+    bounds = {"first_step": groups.order_by("step").first(), "last_step": groups.order_by("-step").first(),
+              "prev_step": None, "next_step": None}
+    if step is not None:
+        bounds["prev_step"] = groups.filter(step__lt=step).order_by("-step").first()
+        bounds["next_step"] = groups.filter(step__gt=step).order_by("step").first()
+    return bounds
+
+
 def groups_at(run: Run, step: int | None, prompt_id: str | None = None):
     """The groups of one step (the latest when step is None), rollouts prefetched."""
     groups = Group.objects.filter(run=run)

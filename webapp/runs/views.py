@@ -6,6 +6,7 @@ from django.urls import reverse
 from django.middleware.csrf import get_token
 from django.views.decorators.http import require_POST
 
+from rl.answers import answers_equal
 from webapp.accounts.access import require_role, role_in
 from webapp.accounts.models import Membership
 
@@ -19,6 +20,7 @@ from .models import Run
 from .queries import (
     chart_metrics,
     group_steps,
+    step_bounds,
     groups_at,
     has_started,
     hyperparameter_diff,
@@ -110,16 +112,28 @@ def run_questions(request, pk):
 @login_required
 def run_rollouts(request, pk):
     run = get_object_or_404(Run.objects.visible_to(request.user).select_related("prompt_set"), pk=pk)
-    step = request.GET.get("step")
-    step = int(step) if step and step.lstrip("-").isdigit() else None
+    try:
+        step = int(request.GET.get("step", ""))
+    except ValueError:
+        step = None  # none asked for (or not a number): the latest step
     step, groups = groups_at(run, step, request.GET.get("prompt") or None)
-    labels = dict(run.prompt_set.prompts.values_list("external_id", "label")) if run.prompt_set.has_labels else {}
-    prompts = dict(run.prompt_set.prompts.values_list("external_id", "text"))
-    rows = [
-        {"group": g, "prompt": prompts.get(g.prompt_id, ""), "label": labels.get(g.prompt_id), "heatmap_id": f"heatmap-{n}-data"}
-        for n, g in enumerate(groups, 1)
-    ]
-    return render(request, "runs/rollouts.html", {"run": run, "step": step, "steps": group_steps(run), "rows": rows})
+    groups = list(groups)
+    shown = run.prompt_set.prompts.filter(external_id__in={g.prompt_id for g in groups})
+    prompts = {pid: (text, label if run.prompt_set.has_labels else None)
+               for pid, text, label in shown.values_list("external_id", "text", "label")}
+    rows = []
+    for n, group in enumerate(groups, 1):
+        text, label = prompts.get(group.prompt_id, ("", None))
+        rollouts = list(group.rollouts.all())
+        if label is not None:  # monitoring only, as label_accuracy: the label never reaches a reward
+            verdicts = {}
+            for r in rollouts:
+                if r.answer not in verdicts:
+                    verdicts[r.answer] = answers_equal(r.answer, label)
+                r.correct = verdicts[r.answer]
+        rows.append({"group": group, "rollouts": rollouts, "prompt": text, "label": label,
+                     "extra_keys": sorted({k for r in rollouts for k in r.extra}), "heatmap_id": f"heatmap-{n}-data"})
+    return render(request, "runs/rollouts.html", {"run": run, "step": step, "rows": rows, **step_bounds(run, step)})
 
 
 @login_required

@@ -31,3 +31,22 @@ def highlight_boxed(text):
         pos = end
     out.append(escaped[pos:])
     return mark_safe("".join(out))
+
+
+@register.filter
+def number(value):
+    """A number as a reader wants it: 103 for 103.0 (not 103.000), 0.8751 to four significant
+    digits, an em dash when missing; anything else (a string an extra carries) as it is."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value) if isinstance(value, int) else f"{value:.4g}"
+
+
+@register.filter
+def get_item(mapping, key):
+    """mapping[key], or None: a method's extras, one column per key."""
+    return mapping.get(key) if isinstance(mapping, dict) else None
