@@ -1,18 +1,14 @@
 """GET /api/runs/{id}/rollouts/search (DESIGN §4.6): filters, orders, keyset pages, text."""
 import pytest
 
-from tests.factories import SEARCH_WORDS as WORDS, make_prompt_set, search_every_page, searchable_events
-from webapp.runs.models import Run
-from workers.ingest import ingest_events
+from tests.factories import SEARCH_WORDS as WORDS, search_every_page
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def run(user):
-    run = Run.objects.create(name="r", method="evol_rl", prompt_set=make_prompt_set(user), max_steps=10, created_by=user)
-    ingest_events(run, searchable_events())
-    return run
+def run(searched_run):
+    return searched_run
 
 
 def search(client, run, **params):
@@ -21,8 +17,7 @@ def search(client, run, **params):
     return response.json()
 
 
-def every_page(client, run, **params):
-    return search_every_page(client, run, **params)
+every_page = search_every_page
 
 
 def key(row, field):

@@ -7,23 +7,18 @@ import pyarrow.parquet as pq
 import pytest
 from django.http import StreamingHttpResponse
 
-from tests.factories import make_prompt_set, search_every_page, searchable_events
+from tests.factories import search_every_page
 from webapp.runs import exports
-from webapp.runs.models import Run
-from workers.ingest import ingest_events
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def run(user):
-    run = Run.objects.create(name="r", method="evol_rl", prompt_set=make_prompt_set(user), max_steps=10, created_by=user)
-    ingest_events(run, searchable_events())
-    return run
+def run(searched_run):
+    return searched_run
 
 
-def every_page(client, run, **params):
-    return search_every_page(client, run, **params)
+every_page = search_every_page
 
 
 def export(client, run, **params):
