@@ -274,20 +274,7 @@ def _store_groups(run, events):
     group_events = [e for e in events if e["type"] == "group"]
     if not group_events:
         return
-    groups = Group.objects.bulk_create(
-        [
-            Group(
-                run=run,
-                seq=e["seq"],
-                step=e["step"],
-                prompt_id=_text(str(e["prompt_id"])),
-                majority_answer=_text(e.get("majority_answer")),
-                similarity=_json_safe(e.get("similarity")),
-                **group_summary(e.get("rollouts") or [], _json_safe(e.get("similarity"))),
-            )
-            for e in group_events
-        ]
-    )
+    groups = Group.objects.bulk_create([_group(run, e) for e in group_events])
     bulk.copy_rows(Rollout._meta.db_table, ROLLOUT_COLUMNS, (
         (
             group.pk,
@@ -308,6 +295,13 @@ def _store_groups(run, events):
         for group, e in zip(groups, group_events)
         for r in e.get("rollouts", [])
     ))
+
+
+def _group(run, event) -> Group:
+    similarity = _json_safe(event.get("similarity"))
+    return Group(run=run, seq=event["seq"], step=event["step"], prompt_id=_text(str(event["prompt_id"])),
+                 majority_answer=_text(event.get("majority_answer")), similarity=similarity,
+                 **group_summary(event.get("rollouts") or [], similarity))
 
 
 ROLLOUT_COLUMNS = ["group_id", "run_id", "step", "index", "text", "answer", "valid", "in_majority", "reward", "advantage", "length",

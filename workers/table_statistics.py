@@ -35,9 +35,9 @@ def keep_statistics(force: bool = False) -> list[str]:
         "SELECT s.relname, s.n_mod_since_analyze, c.reltuples FROM pg_stat_user_tables s "
         f"JOIN pg_class c ON c.oid = s.relid WHERE s.relname IN ({bulk.placeholders(TABLES)})", TABLES)
         if changed > 50 + 0.1 * max(rows, 0)]  # reltuples is -1 for a table never analysed
-    for name in stale:
-        with connection.cursor() as cursor:
-            cursor.execute(f"ANALYZE {connection.ops.quote_name(name)}")
+    with connection.cursor() as cursor:
+        for name in stale:
+            cursor.execute(f"ANALYZE {bulk.quoted(name)}")
     if stale:
         log.info("analysed %s for the query planner", ", ".join(stale))
     return stale

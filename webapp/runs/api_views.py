@@ -168,9 +168,7 @@ def run_metrics_export(request, run_id):
         return error(f"format must be one of {', '.join(exports.FORMATS)}, not {kind!r}", field="format")
     names = exports.metric_names(run_id, [n for n in request.GET.get("names", "").split(",") if n] or None)
     body = exports.metrics_csv(run_id, names) if kind == "csv" else exports.metrics_parquet(run_id, names)
-    response = StreamingHttpResponse(body, content_type=exports.FORMATS[kind])
-    response["Content-Disposition"] = f'attachment; filename="run-{run_id}-metrics.{kind}"'
-    return response
+    return _attachment(body, exports.FORMATS[kind], f"run-{run_id}-metrics.{kind}")
 
 
 @api_view(["GET"])
@@ -187,8 +185,13 @@ def run_rollouts_export(request, run_id):
     except SearchError as exc:
         return error(str(exc), field=exc.field)
     write = {"jsonl": exports.rollouts_jsonl, "csv": exports.rollouts_csv, "parquet": exports.rollouts_parquet}[kind]
-    response = StreamingHttpResponse(write(chain([first], pages)), content_type=exports.ROLLOUT_FORMATS[kind])
-    response["Content-Disposition"] = f'attachment; filename="run-{run_id}-rollouts.{kind}"'
+    return _attachment(write(chain([first], pages)), exports.ROLLOUT_FORMATS[kind], f"run-{run_id}-rollouts.{kind}")
+
+
+def _attachment(body, content_type: str, filename: str) -> StreamingHttpResponse:
+    """A file download streamed as `body` yields its pieces."""
+    response = StreamingHttpResponse(body, content_type=content_type)
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
 

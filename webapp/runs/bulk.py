@@ -8,12 +8,17 @@ import json
 from django.db import connection
 
 
+def quoted(column: str) -> str:
+    """A column name for raw SQL: "index" and "values" are keywords."""
+    return connection.ops.quote_name(column)
+
+
 def copy_rows(table: str, columns: list[str], rows) -> None:
     """Append rows (tuples in column order) to table. Rows must be new: COPY does not skip conflicts."""
     rows = list(rows)
     if not rows:
         return
-    names = ", ".join(connection.ops.quote_name(c) for c in columns)  # "index" is a keyword to SQLite
+    names = ", ".join(quoted(c) for c in columns)
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             with cursor.cursor.copy(f"COPY {table} ({names}) FROM STDIN") as copy:

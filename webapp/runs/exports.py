@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from . import series
+from .models import MetricSeries
 
 FORMATS = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
 METRIC_SCHEMA = pa.schema([("name", pa.string()), ("step", pa.int64()), ("value", pa.float64()),
@@ -25,7 +26,7 @@ METRIC_SCHEMA = pa.schema([("name", pa.string()), ("step", pa.int64()), ("value"
 
 def metric_names(run_id: int, names: list[str] | None = None) -> list[str]:
     """The run's metric series (the named ones that exist, or all), in name order."""
-    rows = series.MetricSeries.objects.filter(run_id=run_id, clock=False)
+    rows = MetricSeries.objects.filter(run_id=run_id, clock=False)
     if names is not None:
         rows = rows.filter(name__in=names)
     return sorted(rows.values_list("name", flat=True))
@@ -41,48 +42,18 @@ def _series_rows(run_id: int, names: list[str]):
 
 def metrics_csv(run_id: int, names: list[str]):
     """The CSV text in pieces: the header, then one piece per series."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["name", "step", "value", "time"])
-    yield buffer.getvalue()
-    for name, points in _series_rows(run_id, names):
-        buffer.seek(0)
-        buffer.truncate()
-        # repr keeps every float exact (csv would too); a missing value or time is an empty field
-        writer.writerows((name, step, "" if value is None else repr(value), "" if time is None else repr(time))
-                         for step, value, time in zip(points["steps"], points["values"], points["times"]))
-        yield buffer.getvalue()
-
-
-class _Drain(io.RawIOBase):
-    """A write-only file whose written bytes are taken out as they come: ParquetWriter writes a row
-    group at a time into it, and the response sends each as soon as it is written."""
-
-    def __init__(self):
-        self.pending = bytearray()
-
-    def writable(self):
-        return True
-
-    def write(self, data):
-        self.pending += data
-        return len(data)
-
-    def take(self) -> bytes:
-        out, self.pending = bytes(self.pending), bytearray()
-        return out
+    return _csv(["name", "step", "value", "time"], (
+        [(name, step, _cell(value), _cell(time))
+         for step, value, time in zip(points["steps"], points["values"], points["times"])]
+        for name, points in _series_rows(run_id, names)))
 
 
 def metrics_parquet(run_id: int, names: list[str]):
     """The Parquet file in pieces: one row group per series, then the footer."""
-    sink = _Drain()
-    with pq.ParquetWriter(sink, METRIC_SCHEMA) as writer:
-        for name, points in _series_rows(run_id, names):
-            n = len(points["steps"])
-            writer.write_table(pa.table({"name": [name] * n, "step": points["steps"], "value": points["values"],
-                                         "time": points["times"]}, schema=METRIC_SCHEMA))
-            yield sink.take()
-    yield sink.take()  # the footer, written on close
+    return _parquet(METRIC_SCHEMA, (
+        {"name": [name] * len(points["steps"]), "step": points["steps"], "value": points["values"],
+         "time": points["times"]}
+        for name, points in _series_rows(run_id, names)))
 
 
 # --- rollouts --------------------------------------------------------------------------------------
@@ -120,31 +91,67 @@ def rollouts_jsonl(pages):
 
 
 def rollouts_csv(pages):
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(ROLLOUT_COLUMNS)
-    yield buffer.getvalue()
-    for rows in pages:
-        buffer.seek(0)
-        buffer.truncate()
-        writer.writerows([_cell(row[key]) if key != "extra" else json.dumps(row["extra"]) for key in ROLLOUT_COLUMNS]
-                         for row in rows)
-        yield buffer.getvalue()
+    return _csv(ROLLOUT_COLUMNS, ([[json.dumps(row["extra"]) if key == "extra" else _cell(row[key])
+                                    for key in ROLLOUT_COLUMNS] for row in rows] for rows in pages))
 
 
 def rollouts_parquet(pages):
+    def columns(rows):
+        out = {key: [row[key] for row in rows] for key in ROLLOUT_COLUMNS}
+        out["extra"] = [json.dumps(extra) for extra in out["extra"]]
+        return out
+
+    return _parquet(ROLLOUT_SCHEMA, (columns(rows) for rows in pages))
+
+
+# --- the two file formats, written as they stream -------------------------------------------------
+
+
+def _csv(header: list[str], batches):
+    """CSV text in pieces: the header, then one piece per batch of rows (lists of cells)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(header)
+    yield buffer.getvalue()
+    for rows in batches:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerows(rows)
+        yield buffer.getvalue()
+
+
+class _Drain(io.RawIOBase):
+    """A write-only file whose written bytes are taken out as they come: ParquetWriter writes a row
+    group at a time into it, and the response sends each as soon as it is written."""
+
+    def __init__(self):
+        self.pending = bytearray()
+
+    def writable(self):
+        return True
+
+    def write(self, data):
+        self.pending += data
+        return len(data)
+
+    def take(self) -> bytes:
+        out, self.pending = bytes(self.pending), bytearray()
+        return out
+
+
+def _parquet(schema: pa.Schema, batches):
+    """A Parquet file in pieces: one row group per batch of columns ({name: [values]}), then the footer."""
     sink = _Drain()
-    with pq.ParquetWriter(sink, ROLLOUT_SCHEMA) as writer:
-        for rows in pages:
-            columns = {key: [row[key] for row in rows] for key in ROLLOUT_COLUMNS}
-            columns["extra"] = [json.dumps(extra) for extra in columns["extra"]]
-            writer.write_table(pa.table(columns, schema=ROLLOUT_SCHEMA))
+    with pq.ParquetWriter(sink, schema) as writer:
+        for columns in batches:
+            writer.write_table(pa.table(columns, schema=schema))
             yield sink.take()
-    yield sink.take()
+    yield sink.take()  # the footer, written on close
 
 
 def _cell(value):
-    """A CSV field: a missing value is empty, a float exact (repr), a bool true/false as in JSON."""
+    """A CSV field: a missing value is empty, a float exact (repr, every digit kept), a bool true/false
+    as in JSON."""
     if value is None:
         return ""
     if isinstance(value, bool):

@@ -3,7 +3,7 @@ rollouts looked like. Read from the groups' summary columns (rl.metrics.group_su
 ingestion), one row per step through the (run, prompt_id, step) index, whatever the group size."""
 from dataclasses import dataclass
 
-from rl.answers import answers_equal
+from rl.answers import matches_reference
 
 from .models import Group, Run, RZeroQuestion
 
@@ -34,13 +34,9 @@ def prompt_history(run: Run, prompt_id: str) -> PromptHistory | None:
     if not rows:
         return None
     prompt, label = _prompt_and_label(run, prompt_id)
-    if label is not None:
-        verdicts: dict = {}  # a prompt's majority answers repeat: one comparison per distinct answer
-        for row in rows.values():
-            answer = row["majority_answer"]
-            if answer not in verdicts:
-                verdicts[answer] = answers_equal(answer, label)
-            row["majority_correct"] = verdicts[answer]
+    if label is not None:  # answers_equal caches math-verify's verdicts: a repeated majority costs nothing
+        for row, correct in zip(rows.values(), matches_reference([r["majority_answer"] for r in rows.values()], label)):
+            row["majority_correct"] = correct
     return PromptHistory(prompt_id=prompt_id, prompt=prompt, label=label, rows=list(rows.values()))
 
 

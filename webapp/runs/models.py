@@ -17,18 +17,15 @@ class RunQuerySet(models.QuerySet):
         """pk when that run exists and `user` may see it (visible_to's rule: a member of its team), else
         None. One fixed statement for the read endpoints that need nothing of the run but its id (the
         metrics API answers in a few milliseconds; compiling visible_to cost a millisecond of them)."""
-        from django.db import connection
-
         from webapp.accounts.models import Membership
+
+        from .bulk import fetch
 
         if user is None or not user.is_authenticated:
             return None
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"SELECT r.id FROM {self.model._meta.db_table} r WHERE r.id = %s AND r.team_id IN "
-                f"(SELECT m.team_id FROM {Membership._meta.db_table} m WHERE m.user_id = %s)", [pk, user.pk])
-            row = cursor.fetchone()
-        return row[0] if row else None
+        rows = fetch(f"SELECT r.id FROM {self.model._meta.db_table} r WHERE r.id = %s AND r.team_id IN "
+                     f"(SELECT m.team_id FROM {Membership._meta.db_table} m WHERE m.user_id = %s)", [pk, user.pk])
+        return rows[0][0] if rows else None
 
 
 class Run(models.Model):

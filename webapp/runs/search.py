@@ -63,23 +63,21 @@ def search(run_id: int, params) -> Page:
         key = Cast(KeyTextTransform(field, "extra"), FloatField())
         rows = rows.annotate(sort_key=key)
         key = F("sort_key")
+    nullable = field in NULLABLE or field not in INDEXED_ORDERS
     cursor = _decode(params.get("cursor"))
     if cursor is not None:
-        rows = rows.filter(_after(key, cursor, descending, field in NULLABLE or field not in INDEXED_ORDERS))
-    nullable = field in NULLABLE or field not in INDEXED_ORDERS
+        rows = rows.filter(_after(key, cursor, descending, nullable))
     if nullable:  # as the index holds them: missing values lowest on both databases
         first = key.desc(nulls_last=True) if descending else key.asc(nulls_first=True)
     else:
         first = key.desc() if descending else key.asc()
     ordering = [first, F("id").desc() if descending else F("id").asc()]
     found = list(rows.annotate(prompt_id=F("group__prompt_id")).order_by(*ordering)[:limit + 1])
-    more = len(found) > limit
-    found = found[:limit]
-    last = found[-1] if found else None
     next_cursor = None
-    if more and last is not None:
-        value = getattr(last, field) if field in INDEXED_ORDERS else last.sort_key
-        next_cursor = _encode(value, last.pk)
+    if len(found) > limit:  # a row past the page: another page follows the page's last row
+        found = found[:limit]
+        last = found[-1]
+        next_cursor = _encode(getattr(last, field) if field in INDEXED_ORDERS else last.sort_key, last.pk)
     return Page(results=[{"step": r.step, "prompt_id": r.prompt_id, **r.to_json()} for r in found],
                 next_cursor=next_cursor)
 

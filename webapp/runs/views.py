@@ -6,7 +6,7 @@ from django.urls import reverse
 from django.middleware.csrf import get_token
 from django.views.decorators.http import require_POST
 
-from rl.answers import answers_equal
+from rl.answers import matches_reference
 from webapp.accounts.access import require_role, role_in
 from webapp.accounts.models import Membership
 
@@ -126,11 +126,8 @@ def run_rollouts(request, pk):
         text, label = prompts.get(group.prompt_id, ("", None))
         rollouts = list(group.rollouts.all())
         if label is not None:  # monitoring only, as label_accuracy: the label never reaches a reward
-            verdicts = {}
-            for r in rollouts:
-                if r.answer not in verdicts:
-                    verdicts[r.answer] = answers_equal(r.answer, label)
-                r.correct = verdicts[r.answer]
+            for r, correct in zip(rollouts, matches_reference([r.answer for r in rollouts], label)):
+                r.correct = correct
         rows.append({"group": group, "rollouts": rollouts, "prompt": text, "label": label,
                      "extra_keys": sorted({k for r in rollouts for k in r.extra}), "heatmap_id": f"heatmap-{n}-data"})
     return render(request, "runs/rollouts.html", {"run": run, "step": step, "rows": rows, **step_bounds(run, step)})
