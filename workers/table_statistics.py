@@ -11,7 +11,7 @@ ANALYZE (a sample of the table, without blocking writers) each time a table grew
 import logging
 import time
 
-from django.db import connection
+from django.db import DatabaseError, connection, transaction
 
 from webapp.runs import bulk
 from webapp.runs.models import Group, MetricChunk, MetricPoint, Rollout, RunEvent
@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 TABLES = [model._meta.db_table for model in (Rollout, Group, MetricPoint, MetricChunk, RunEvent)]
 CHECK_SECONDS = 30.0
+LOCK_TIMEOUT = "200ms"
 _last_check = float("-inf")
 
 
@@ -35,9 +36,18 @@ def keep_statistics(force: bool = False) -> list[str]:
         "SELECT s.relname, s.n_mod_since_analyze, c.reltuples FROM pg_stat_user_tables s "
         f"JOIN pg_class c ON c.oid = s.relid WHERE s.relname IN ({bulk.placeholders(TABLES)})", TABLES)
         if changed > 50 + 0.1 * max(rows, 0)]  # reltuples is -1 for a table never analysed
-    with connection.cursor() as cursor:
-        for name in stale:
-            cursor.execute(f"ANALYZE {bulk.quoted(name)}")
-    if stale:
-        log.info("analysed %s for the query planner", ", ".join(stale))
-    return stale
+    analysed = []
+    for name in stale:
+        # Upkeep must never hold up real work: a table someone has locked (a TRUNCATE, a migration) is
+        # skipped, and a lock not granted within LOCK_TIMEOUT gives up (the next check tries again),
+        # one table per transaction so no two of its locks are ever held at once.
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
+                cursor.execute(f"ANALYZE (SKIP_LOCKED) {bulk.quoted(name)}")
+            analysed.append(name)
+        except DatabaseError as exc:
+            log.info("left %s for later: %s", name, exc)
+    if analysed:
+        log.info("analysed %s for the query planner", ", ".join(analysed))
+    return analysed
