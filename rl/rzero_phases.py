@@ -12,23 +12,10 @@ from rl.answers import extract_boxed
 from rl.arithmetic import CHALLENGER_PROMPT as SHORT_CHALLENGER_PROMPT
 from rl.events import EventWriter
 from rl.groups import Group, GroupScore
-from rl.methods.r_zero import METHOD
+from rl.methods.r_zero import METHOD, PAPER_CHALLENGER_SYSTEM, PAPER_CHALLENGER_USER  # noqa: F401 (tests read them here)
 from rl.policy import DEFAULT_POLICY_DIR
 from rl.prompts import format_messages, format_prompt
 from rl.rewards.rzero import score_challenger_batch
-
-# R-Zero App. B.2, the challenger prompt (system and user message), for models that can follow it
-PAPER_CHALLENGER_SYSTEM = (
-    "You are an expert competition-math problem setter. FIRST, in your private scratch-pad, think step-by-step "
-    "to design a brand-new, non-trivial problem. The problem could come from any field of mathematics, including "
-    "but not limited to algebra, geometry, number theory, combinatorics, prealgebra, probability, statistics, and "
-    "calculus. Aim for a difficulty such that fewer than 30% of advanced high-school students could solve it. "
-    "Avoid re-using textbook clichés or famous contest problems. THEN, without revealing any of your private "
-    "thoughts, output exactly the following two blocks: <question> {The full problem statement on one or more "
-    "lines} </question> \\boxed{final_answer} Do NOT output anything else—no explanations, no extra markup.")
-PAPER_CHALLENGER_USER = ("Generate one new, challenging reasoning question now. Remember to format the output "
-                         "exactly as instructed.")
-
 
 # ---------------------------------------------------------------- prompts
 

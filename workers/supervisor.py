@@ -16,7 +16,7 @@ from django.conf import settings
 
 from rl import launch
 from rl.methods import get_method
-from webapp.runs import lifecycle
+from webapp.runs import lifecycle, text_search
 from webapp.runs.models import Run, RunEvent
 
 from .ingest import EventTail, ingest_events
@@ -152,6 +152,8 @@ def _watch(run: Run, child: subprocess.Popen) -> tuple[int, bool]:
     while True:
         for batch in tail.batches():
             ingest_events(run, batch)
+        # the search's text index, behind ingestion: a bounded batch per poll
+        text_search.catch_up(run.pk)
         exit_code = child.poll()
         if exit_code is not None:
             break
@@ -163,4 +165,5 @@ def _watch(run: Run, child: subprocess.Popen) -> tuple[int, bool]:
         time.sleep(POLL_SECONDS)
     for batch in tail.batches():
         ingest_events(run, batch)
+    text_search.catch_up_fully(run.pk)
     return exit_code, cancel_sent_at is not None

@@ -10,9 +10,31 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from rl.arithmetic import CHALLENGER_PROMPT as SHORT_CHALLENGER_PROMPT
 from rl.methods.schema import HyperparameterError, Method, float_param, int_param, shared
 from rl.prompts import STEP_BY_STEP_SYSTEM_PROMPT
 from rl.rewards.rzero import extract_question, score_solver_group
+
+
+# R-Zero App. B.2, the challenger prompt (system and user message), for models that can follow it
+PAPER_CHALLENGER_SYSTEM = (
+    "You are an expert competition-math problem setter. FIRST, in your private scratch-pad, think step-by-step "
+    "to design a brand-new, non-trivial problem. The problem could come from any field of mathematics, including "
+    "but not limited to algebra, geometry, number theory, combinatorics, prealgebra, probability, statistics, and "
+    "calculus. Aim for a difficulty such that fewer than 30% of advanced high-school students could solve it. "
+    "Avoid re-using textbook clichés or famous contest problems. THEN, without revealing any of your private "
+    "thoughts, output exactly the following two blocks: <question> {The full problem statement on one or more "
+    "lines} </question> \\boxed{final_answer} Do NOT output anything else—no explanations, no extra markup.")
+PAPER_CHALLENGER_USER = ("Generate one new, challenging reasoning question now. Remember to format the output "
+                         "exactly as instructed.")
+
+
+def challenger_instruction(model: str) -> str:
+    """The challenger's prompt p0 as a reader sees it (before the chat template): the short task the default
+    policy learned, else the paper's system and user messages (rl.rzero_phases.challenger_prompt formats it)."""
+    if model == "default":
+        return SHORT_CHALLENGER_PROMPT
+    return f"{PAPER_CHALLENGER_SYSTEM}\n\n{PAPER_CHALLENGER_USER}"
 
 
 def _steps(hp: dict, max_steps: int) -> int:

@@ -35,7 +35,7 @@ def test_a_user_follows_a_prompt_over_the_run_and_exports_the_metrics(live_stack
     assert page.evaluate("() => [document.getElementById('heatmap-1')._fullData[0].zmin, "
                          "document.getElementById('heatmap-1')._fullData[0].zmax]") == [0.95, 0.99]
     # sorting a group by reward puts the rewarded rollouts (odd indexes) first
-    group = page.locator('section.group[data-prompt-id="p1"]')
+    group = page.locator('details.group[data-prompt-id="p1"]')
     group.locator('th[data-sort="reward"]').click()
     assert group.locator("tr.rollout").evaluate_all("rows => rows.map(r => r.dataset.index)") == ["1", "3", "0", "2"]
     # the slider shows another step
@@ -47,7 +47,7 @@ def test_a_user_follows_a_prompt_over_the_run_and_exports_the_metrics(live_stack
     assert len(exported) == 8 and {r["step"] for r in exported} == {"3"}
     assert {r["prompt_id"] for r in exported} == {"p1", 'q["2"]'}
     page.goto(f"{live_stack.url}/runs/{run.pk}/rollouts/?step=2")
-    page.locator('section.group[data-prompt-id=\'q["2"]\'] a.history-link').click()
+    page.locator('details.group[data-prompt-id=\'q["2"]\'] a.history-link').click()
     page.wait_for_selector("#prompt-history tbody tr")
     assert page.inner_text("#prompt-id") == 'q["2"]' and "What is 7 - 4?" in page.content()
     rows = page.locator("#prompt-history tbody tr")
@@ -59,7 +59,7 @@ def test_a_user_follows_a_prompt_over_the_run_and_exports_the_metrics(live_stack
                            " return charts.length === 4 && Array.from(charts).every(c => c.querySelector('.main-svg')); }")
     rows.nth(1).locator("a").click()
     page.wait_for_url("**/rollouts/?step=2&prompt=*")
-    assert page.locator("section.group").count() == 1
+    assert page.locator("details.group").count() == 1
 
     page.goto(f"{live_stack.url}/runs/{run.pk}/")
     with page.expect_download() as download:

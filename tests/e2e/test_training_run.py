@@ -9,7 +9,7 @@ import pytest
 
 from tests.e2e.helpers import SMALL_TTRL, LiveMessages
 from tests.factories import make_prompt_set
-from webapp.runs.models import Group, MetricSeries, Rollout
+from webapp.runs.models import Group, MetricSeries, Rollout, TextIndexMark
 
 pytestmark = pytest.mark.e2e
 
@@ -43,6 +43,10 @@ def test_a_two_step_ttrl_run_succeeds_and_streams_its_metrics(api, live_stack, l
     assert Group.objects.filter(run_id=run["id"], step=2).count() == 2  # prompts_per_step
     assert Rollout.objects.filter(group__run_id=run["id"], group__step=2).count() == 2 * SMALL_TTRL["n_votes"]
     assert api.get(f"/runs/{run['id']}/metrics?names=entropy")["metrics"]["entropy"]["steps"] == [1, 2]
+    # the supervisor indexed every rollout's text for the search before it finished the run
+    last = Rollout.objects.filter(run_id=run["id"]).order_by("-id").values_list("id", flat=True).first()
+    assert TextIndexMark.objects.get(run_id=run["id"]).through == last
+    assert api.get(f"/runs/{run['id']}/rollouts/search", params={"q": "boxed", "limit": 1})["results"]
 
 
 def _trainer_pid(run_dir: Path) -> int | None:

@@ -59,22 +59,81 @@ def test_filters_narrow_the_search(api_client, run):
     assert rewards and all(0.25 <= r <= 0.5 for r in rewards)
 
 
-def test_text_search_finds_rollouts_holding_the_text_in_any_case(api_client, run):
-    texts = [r["text"] for r in every_page(api_client, run, q="Answer is BOXED")[0]]
-    assert len(texts) == 6 and all("the answer is boxed" in t for t in texts)
-    assert [r["text"] for r in every_page(api_client, run, q="\\boxed{5}")[0]] == [
-        t for t in (f"step {s}: {WORDS[i % 4]} \\boxed{{{s + i}}}" for s in (1, 2, 3) for _ in ("p1", "p2")
-                    for i in range(4)) if t.endswith("{5}")]
-    assert every_page(api_client, run, q="100%_")[0] == []  # LIKE's wildcards are text here
-    assert len(every_page(api_client, run, q="multiply", step_min=3)[0]) == 2
+def texts_found(client, run, q, **params):
+    return sorted(r["text"] for r in every_page(client, run, q=q, **params)[0])
+
+
+def expected_texts(holds):
+    return sorted(t for t in (f"step {s}: {WORDS[i % 4]} \\boxed{{{s + i}}}" for s in (1, 2, 3) for _ in ("p1", "p2")
+                              for i in range(4)) if holds(t))
+
+
+@pytest.fixture(params=["indexed", "not indexed yet", "half indexed"])
+def text_indexed(request, run):
+    """The run's texts wholly, not or partly in the text index: a search finds the same either way."""
+    from webapp.runs import text_search
+
+    if request.param == "indexed":
+        assert text_search.catch_up_fully(run.pk) == 24
+    elif request.param == "half indexed":
+        assert text_search.catch_up(run.pk, limit=10) == 10
+    return run
+
+
+def test_text_search_finds_rollouts_holding_every_word_in_any_case_and_order(api_client, text_indexed):
+    run = text_indexed
+    assert texts_found(api_client, run, "Answer is BOXED") == expected_texts(lambda t: "the answer is boxed" in t)
+    assert texts_found(api_client, run, "boxed answer") == expected_texts(lambda t: "the answer is boxed" in t)
+    assert texts_found(api_client, run, "\\boxed{5}") == expected_texts(lambda t: t.endswith("{5}"))
+    assert texts_found(api_client, run, "multiply", step_min=3) == expected_texts(
+        lambda t: "multiply" in t and t.startswith("step 3"))
+    assert texts_found(api_client, run, "multiply", order="-reward") == expected_texts(lambda t: "multiply" in t)
+
+
+def test_text_search_matches_whole_words_only(api_client, text_indexed):
+    assert texts_found(api_client, text_indexed, "multip") == []
+    assert texts_found(api_client, text_indexed, "seven eleven") == []  # every word must be there
+
+
+@pytest.mark.parametrize("indexed", [True, False])
+def test_a_word_is_a_run_of_letters_and_digits_whatever_surrounds_it(api_client, user, indexed):
+    from tests.factories import make_prompt_set
+    from webapp.runs import text_search
+    from webapp.runs.models import Run
+    from workers.ingest import ingest_events
+
+    run = Run.objects.create(name="words", method="ttrl", prompt_set=make_prompt_set(user), max_steps=1, created_by=user)
+    text = '<b>Bold</b> <img src=x onerror="alert(1)"> x^2+3.14 e-mail naïve'
+    ingest_events(run, [{"seq": 0, "time": 1.8e9, "type": "group", "step": 1, "prompt_id": "p1", "majority_answer": "0",
+                         "similarity": None, "rollouts": [{"index": 0, "text": text, "answer": "0"}]}])
+    if indexed:
+        text_search.catch_up_fully(run.pk)
+    for q in ("bold", "ONERROR alert", "3.14", "14 3 x", "mail e", "naïve", "b"):
+        assert texts_found(api_client, run, q) == [text], q
+    for q in ("bol", "3.15", "email", "naive"):
+        assert texts_found(api_client, run, q) == [], q
+
+
+def test_text_search_indexes_what_ingestion_adds_later(api_client, run):
+    from webapp.runs import text_search
+    from workers.ingest import ingest_events
+
+    text_search.catch_up_fully(run.pk)
+    ingest_events(run, [{"seq": 100, "time": 1.8e9, "type": "group", "step": 4, "prompt_id": "p1", "majority_answer": "0",
+                         "similarity": None, "rollouts": [{"index": 0, "text": "step 4: multiply again \\boxed{8}",
+                                                          "answer": "8", "valid": True, "in_majority": True}]}])
+    assert len(texts_found(api_client, run, "multiply")) == 7  # the new one read from its text
+    assert text_search.catch_up(run.pk) == 1 and text_search.catch_up(run.pk) == 0
+    assert len(texts_found(api_client, run, "multiply")) == 7  # and from the index: once
 
 
 @pytest.mark.parametrize("params, field", [
     ({"limit": "0"}, "limit"), ({"limit": "1001"}, "limit"), ({"limit": "ten"}, "limit"),
     ({"order": "rew@rd"}, "order"), ({"cursor": "not-a-cursor"}, "cursor"), ({"step_min": "²"}, "step_min"),
-    ({"reward_min": "inf"}, "reward_min"), ({"reward_max": "1e400"}, "reward_max"), ({"valid": "maybe"}, "valid"),
+    ({"reward_min": "inf"}, "reward_min"), ({"q": "+++"}, "q"), ({"q": "x" * 1001}, "q"), ({"reward_max": "1e400"}, "reward_max"), ({"valid": "maybe"}, "valid"),
 ])
 def test_a_bad_parameter_is_a_400_naming_it(api_client, run, params, field):
     response = api_client.get(f"/api/runs/{run.pk}/rollouts/search", params)
     assert response.status_code == 400 and response.json()["field"] == field
-    assert repr(next(iter(params.values()))) in response.json()["error"] or field == "limit"
+    value = next(iter(params.values()))
+    assert repr(value) in response.json()["error"] or field == "limit" or len(value) > 1000

@@ -1,5 +1,6 @@
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils.html import escape
 
 from tests.factories import event_log, make_prompt_set
 from webapp.prompts.models import PromptSet
@@ -133,3 +134,25 @@ def test_the_rollout_page_of_a_step_that_is_not_a_number_shows_the_latest(signed
     ingest_events(run, event_log(steps=2))
     response = signed_in.get(f"/runs/{run.pk}/rollouts/?step=²")
     assert response.status_code == 200 and 'value="2"' in response.content.decode()
+
+
+def test_the_rollout_page_shows_r_zeros_challenger_prompt_and_the_solvers_generated_question(signed_in, user):
+    from rl.arithmetic import CHALLENGER_PROMPT
+
+    run = Run.objects.create(name="z", method="r_zero", prompt_set=make_prompt_set(user), max_steps=2, created_by=user)
+    question = {"id": "it1-q0", "question": "What is <7> + 5?", "text": "<question>What is <7> + 5?</question>",
+                "p_hat": 0.5, "pseudo_label": "12", "answers": ["12", "11"], "kept": True}
+    rollout = {"index": 0, "text": "<question>What is <7> + 5?</question> \\boxed{12}", "answer": "What is <7> + 5?",
+               "extra": {"p_hat": 0.5, "uncertainty": 1.0}}
+    ingest_events(run, [
+        {"seq": 0, "time": 1.0, "type": "group", "step": 1, "prompt_id": "challenger-0", "majority_answer": None,
+         "rollouts": [rollout]},
+        {"seq": 1, "time": 2.0, "type": "questions", "iteration": 1, "offset": 0, "total": 1, "questions": [question]},
+        {"seq": 2, "time": 3.0, "type": "group", "step": 2, "prompt_id": "it1-q0", "majority_answer": "12",
+         "rollouts": [{"index": 0, "text": "7 + 5 = \\boxed{12}", "answer": "12"}]},
+    ])
+    challenger = signed_in.get(f"/runs/{run.pk}/rollouts/?step=1").content.decode()
+    assert "Challenger prompt:" in challenger and escape(CHALLENGER_PROMPT) in challenger
+    assert "103.000" not in challenger and '<td class="extra" data-sort-value="1.0">1</td>' in challenger
+    solver = signed_in.get(f"/runs/{run.pk}/rollouts/?step=2").content.decode()
+    assert "Generated question:" in solver and "What is &lt;7&gt; + 5?" in solver and "<7>" not in solver

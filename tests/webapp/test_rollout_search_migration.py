@@ -1,4 +1,5 @@
-"""Rollouts stored before the search existed get their run and step, so the search finds them."""
+"""Rollouts stored before the search existed get their run and step, so the search finds them, their
+texts too before anything has indexed them (runs/0009 starts every run's text index empty)."""
 import pytest
 
 from tests.factories import migrate_to, migrate_to_latest, run_in
@@ -6,7 +7,7 @@ from tests.factories import migrate_to, migrate_to_latest, run_in
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("runs", "0007_group_summary")]
-AFTER = [("runs", "0008_rollout_search")]
+AFTER = [("runs", "0009_rollout_text")]
 
 
 def test_stored_rollouts_are_searchable_after_the_migration():

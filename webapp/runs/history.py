@@ -4,6 +4,7 @@ ingestion), one row per step through the (run, prompt_id, step) index, whatever 
 from dataclasses import dataclass
 
 from rl.answers import matches_reference
+from rl.methods.r_zero import challenger_instruction
 
 from .models import Group, Run, RZeroQuestion
 
@@ -40,11 +41,32 @@ def prompt_history(run: Run, prompt_id: str) -> PromptHistory | None:
     return PromptHistory(prompt_id=prompt_id, prompt=prompt, label=label, rows=list(rows.values()))
 
 
+@dataclass
+class PromptText:
+    text: str
+    label: str | None  # the held-out label, when the run's prompt set has labels
+    source: str  # "prompt set", "generated question" (R-Zero's solver) or "challenger prompt" (R-Zero's p0)
+
+
+def prompt_texts(run: Run, prompt_ids) -> dict[str, PromptText]:
+    """What each prompt id of the run's groups asked. R-Zero's solver trains on the challenger's questions
+    (ids not in the prompt set) and its challenger on copies of p0 (ids challenger-{j})."""
+    ids = set(prompt_ids)
+    labelled = run.prompt_set.has_labels
+    found = {pid: PromptText(text, label if labelled else None, "prompt set") for pid, text, label in
+             run.prompt_set.prompts.filter(external_id__in=ids).values_list("external_id", "text", "label")}
+    rest = ids - found.keys()
+    if rest:
+        # the latest pool's question of that id (a question set re-ingested after a resume replaces the earlier)
+        for pid, question in (RZeroQuestion.objects.filter(run=run, question_id__in=rest).order_by("seq")
+                              .values_list("question_id", "question")):
+            found[pid] = PromptText(question or "", None, "generated question")
+        for pid in rest - found.keys():
+            if run.method == "r_zero" and pid.startswith("challenger-"):
+                found[pid] = PromptText(challenger_instruction(run.model), None, "challenger prompt")
+    return found
+
+
 def _prompt_and_label(run: Run, prompt_id: str) -> tuple[str | None, str | None]:
-    found = run.prompt_set.prompts.filter(external_id=prompt_id).values_list("text", "label").first()
-    if found is not None:
-        return found[0], (found[1] if run.prompt_set.has_labels else None)
-    # R-Zero's solver trains on the challenger's questions: their ids are not in the prompt set
-    question = (RZeroQuestion.objects.filter(run=run, question_id=prompt_id).order_by("-seq")
-                .values_list("question", flat=True).first())
-    return question, None
+    found = prompt_texts(run, [prompt_id]).get(prompt_id)
+    return (found.text, found.label) if found else (None, None)

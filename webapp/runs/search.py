@@ -4,8 +4,8 @@ A page is the `limit` rollouts after the cursor in the chosen order, read throug
 order (Rollout.Meta.indexes: run, field, id): never OFFSET, so the millionth rollout costs what the
 first does. The cursor is the last row's (field value, id), opaque to clients. Missing values (a
 rollout without a reward) sort lowest. Ordering by a method's extra (`novelty`, `confidence`, ...)
-reads the extras without an index, and `q` (a case-insensitive substring of the text) reads the
-texts: narrow such a search with filters on a large run.
+reads the extras without an index: narrow such a search with filters on a large run. `q` matches
+rollouts whose text has every word of it, through the text index (webapp/runs/text_search.py).
 """
 import base64
 import json
@@ -14,17 +14,34 @@ from dataclasses import dataclass
 
 from django.db.models import F, FloatField, Q
 from django.db.models.fields.json import KeyTextTransform
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
-from . import search_indexes
+from . import search_indexes, text_search
 from .models import Rollout
 
 INDEXED_ORDERS = ("step", "reward", "advantage", "length")
 NULLABLE = set(search_indexes.NULLABLE_ORDERS)
 MAX_LIMIT, DEFAULT_LIMIT = 1000, 50
+MAX_QUERY_CHARS = 1000
 BOOLEANS = {"in_majority": "in_majority", "valid": "valid", "trained": "used_for_training"}
 TRUE, FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
 EXTRA_KEY_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+
+
+# the query parameters a search reads (GET /api/runs/{id}/rollouts/search and its page)
+SEARCH_PARAMS = ("q", "prompt", "step_min", "step_max", "answer", "in_majority", "valid", "trained", "reward_min",
+                 "reward_max", "order", "limit", "cursor")
+
+
+def search_orders(run) -> list[str]:
+    """The orders to offer for a run: the indexed fields, then the method extras its latest group carries."""
+    from .models import Group
+
+    latest = Group.objects.filter(run=run).order_by("-step", "-seq").first()
+    extras = sorted({k for r in latest.rollouts.all() for k, v in r.extra.items() if isinstance(v, (int, float))}) \
+        if latest else []
+    return [*INDEXED_ORDERS, *(k for k in extras if set(k) <= EXTRA_KEY_CHARS)]
 
 
 class SearchError(ValueError):
@@ -53,10 +70,13 @@ def search(run_id: int, params) -> Page:
         raise SearchError("limit", f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
 
     rows = Rollout.objects.filter(run_id=run_id, **_filters(params))
-    if (params.get("q") or "").strip():
-        # a case-insensitive substring, unindexed for now (webapp/runs/search_indexes.py says why): it
-        # reads the texts of the rollouts the other filters leave
-        rows = rows.filter(text__icontains=params["q"].strip())
+    q = (params.get("q") or "").strip()
+    if q:
+        if len(q) > MAX_QUERY_CHARS:
+            raise SearchError("q", f"q must be at most {MAX_QUERY_CHARS} characters, not {len(q)}")
+        if not text_search.words(q):
+            raise SearchError("q", f"q must contain a word to search for, not {q!r}")
+        rows = rows.filter(id__in=RawSQL(*text_search.matching(run_id, q)))
     if field in INDEXED_ORDERS:
         key = F(field)
     else:

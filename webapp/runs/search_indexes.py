@@ -5,9 +5,8 @@ is SQLite's own order, so there a plain (run, reward, id) index serves; PostgreS
 ascending, so its index says NULLS FIRST (SQLite cannot declare that). Django's Meta.indexes cannot
 differ by database, hence these are made here, by migration runs/0008.
 
-There is no full-text index yet: measured here, a GIN index on to_tsvector('simple', text) cut rollout
-ingestion from about 13,000 to 3,000 records/s (issue 9's goal needs about 7,000), so a text index has
-to be built off the ingestion path; until then `q` is a substring match (webapp/runs/search.py).
+The text index is not here: it lives in a table of its own, filled behind ingestion
+(webapp/runs/text_search.py says why).
 """
 from .models import Rollout
 

@@ -9,6 +9,7 @@ urlpatterns = [
     path("compare/", views.compare, name="compare"),
     path("runs/<int:pk>/", views.run_detail, name="detail"),
     path("runs/<int:pk>/rollouts/", views.run_rollouts, name="rollouts"),
+    path("runs/<int:pk>/rollouts/search/", views.rollout_search_page, name="rollout_search"),
     path("runs/<int:pk>/questions/", views.run_questions, name="questions"),
     path("runs/<int:pk>/prompts/<path:prompt_id>/", views.prompt_history_page, name="prompt_history"),
     path("runs/<int:pk>/<str:action>/", views.run_action, name="action"),

@@ -1,5 +1,8 @@
 from django.contrib import messages
+from urllib.parse import urlencode
+
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -14,9 +17,10 @@ from . import series
 from .actions import RunInputError, cancel_run, resume_run
 from . import launch_form
 from .health import check, no_worker_for
-from .history import prompt_history
+from .history import prompt_history, prompt_texts
 from .listing import run_listing
 from .models import Run
+from .search import SEARCH_PARAMS, SearchError, search, search_orders
 from .queries import (
     chart_metrics,
     group_steps,
@@ -111,26 +115,57 @@ def run_questions(request, pk):
 
 @login_required
 def run_rollouts(request, pk):
+    """One step's groups, GROUPS_PER_PAGE at a time, each foldable: its heatmap, its rollouts (their
+    texts folded), and a search over every step."""
     run = get_object_or_404(Run.objects.visible_to(request.user).select_related("prompt_set"), pk=pk)
     try:
         step = int(request.GET.get("step", ""))
     except ValueError:
         step = None  # none asked for (or not a number): the latest step
     step, groups = groups_at(run, step, request.GET.get("prompt") or None)
-    groups = list(groups)
-    shown = run.prompt_set.prompts.filter(external_id__in={g.prompt_id for g in groups})
-    prompts = {pid: (text, label if run.prompt_set.has_labels else None)
-               for pid, text, label in shown.values_list("external_id", "text", "label")}
+    page = Paginator(groups, GROUPS_PER_PAGE).get_page(request.GET.get("page"))
+    groups = list(page.object_list)
+    prompts = prompt_texts(run, {g.prompt_id for g in groups})
     rows = []
     for n, group in enumerate(groups, 1):
-        text, label = prompts.get(group.prompt_id, ("", None))
+        prompt = prompts.get(group.prompt_id)
+        label = prompt.label if prompt else None
         rollouts = list(group.rollouts.all())
         if label is not None:  # monitoring only, as label_accuracy: the label never reaches a reward
             for r, correct in zip(rollouts, matches_reference([r.answer for r in rollouts], label)):
                 r.correct = correct
-        rows.append({"group": group, "rollouts": rollouts, "prompt": text, "label": label,
-                     "extra_keys": sorted({k for r in rollouts for k in r.extra}), "heatmap_id": f"heatmap-{n}-data"})
-    return render(request, "runs/rollouts.html", {"run": run, "step": step, "rows": rows, **step_bounds(run, step)})
+        rows.append({"group": group, "rollouts": rollouts, "prompt": prompt, "label": label,
+                     "extra_keys": sorted({k for r in rollouts for k in r.extra}), "heatmap_id": f"heatmap-{n}-data",
+                     "texts_id": f"texts-{n}", "texts": {r.index: r.text for r in rollouts}})
+    return render(request, "runs/rollouts.html", {
+        "run": run, "step": step, "rows": rows, "page": page, "open_all": len(rows) <= 2,
+        **_search_form(run, {}), **step_bounds(run, step)})
+
+
+@login_required
+def rollout_search_page(request, pk):
+    """Every rollout of the run matching the search's filters (the API's rules, webapp/runs/search.py),
+    a keyset page at a time, with the export of exactly those rollouts."""
+    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("prompt_set"), pk=pk)
+    params = {k: v for k, v in request.GET.items() if k in SEARCH_PARAMS and v.strip()}
+    context = {"run": run, **_search_form(run, params),
+               "filters": urlencode({k: v for k, v in params.items() if k not in ("cursor", "limit")})}
+    try:
+        found = search(run.pk, params)
+    except SearchError as exc:
+        return render(request, "runs/rollout_search.html", {**context, "error": str(exc), "error_field": exc.field},
+                      status=400)
+    extra_keys = sorted({k for r in found.results for k in r["extra"]})
+    next_url = urlencode({**params, "cursor": found.next_cursor}) if found.next_cursor else None
+    return render(request, "runs/rollout_search.html", {
+        **context, "results": found.results, "extra_keys": extra_keys, "next_url": next_url,
+        "first_url": urlencode({k: v for k, v in params.items() if k != "cursor"}) if "cursor" in params else None})
+
+
+def _search_form(run: Run, params: dict) -> dict:
+    """What templates/runs/_rollout_search_form.html needs: the values asked and the choices offered."""
+    return {"params": params, "search_orders": search_orders(run), "search_booleans": SEARCH_BOOLEANS,
+            "search_limits": SEARCH_LIMITS}
 
 
 @login_required
@@ -208,5 +243,11 @@ def compare(request):
 
 # Series on the compare page are thinned to this many points (min/max per bucket).
 COMPARE_PAGE_MAX_POINTS = 2000
+# Groups shown per page of the rollouts page: the papers' 8 prompts of a step on one page.
+GROUPS_PER_PAGE = 8
+# The search form's yes/no filters: (parameter, title, yes, no).
+SEARCH_BOOLEANS = [("in_majority", "Majority", "majority", "minority"), ("valid", "Valid", "valid", "invalid"),
+                   ("trained", "Trained", "trained", "not trained")]
+SEARCH_LIMITS = [10, 50, 200, 1000]
 # Points per chart when the run page opens (webapp/runs/queries.py::downsample keeps each bucket's min and max).
 RUN_PAGE_MAX_POINTS = 300

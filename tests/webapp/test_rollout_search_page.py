@@ -1,0 +1,39 @@
+"""/runs/{id}/rollouts/search/: the search's results as a page, a keyset page at a time."""
+import re
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def signed_in(client, user):
+    client.force_login(user)
+    return client
+
+
+def test_it_lists_the_matching_rollouts_and_links_the_next_page_and_the_export(signed_in, searched_run):
+    run = searched_run
+    page = signed_in.get(f"/runs/{run.pk}/rollouts/search/", {"q": "multiply", "limit": "4", "order": "-step"})
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert html.count('<tr class="result"') == 4
+    assert re.findall(r'data-step="(\d)"', html) == ["3", "3", "2", "2"]
+    next_link = re.search(r'id="next-page" href="\?([^"]+)"', html).group(1).replace("&amp;", "&")
+    assert "q=multiply" in next_link and "cursor=" in next_link
+    assert f'href="/api/runs/{run.pk}/rollouts/export?format=csv&amp;q=multiply&amp;order=-step"' in html
+    rest = signed_in.get(f"/runs/{run.pk}/rollouts/search/?{next_link}").content.decode()
+    assert re.findall(r'data-step="(\d)"', rest) == ["1", "1"] and 'id="next-page"' not in rest
+    assert 'id="first-page"' in rest
+
+
+def test_a_bad_filter_is_a_400_naming_it_with_the_form_kept(signed_in, searched_run):
+    page = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/", {"reward_min": "lots", "q": "carry"})
+    assert page.status_code == 400
+    html = page.content.decode()
+    assert 'data-field="reward_min"' in html and "&#x27;lots&#x27;" in html and 'value="carry"' in html
+
+
+def test_no_match_says_so(signed_in, searched_run):
+    page = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/", {"q": "zebra"})
+    assert page.status_code == 200 and 'id="no-results"' in page.content.decode()
