@@ -8,19 +8,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 _we_set_the_pool_flag = "EVOLAB_DB_POOL" not in os.environ
 os.environ.setdefault("EVOLAB_DB_POOL", "1")
 
-from a2wsgi import WSGIMiddleware  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.core.wsgi import get_wsgi_application  # noqa: E402
+
+from webapp.http_bridge import WSGIBridge  # noqa: E402
 
 # HTTP runs through Django's WSGI handler, each request whole on one of a pool of threads (a2wsgi).
 # Our views and middleware are synchronous; under Django's ASGI handler a request hopped between
 # the event loop and one shared thread eight or so times (the request signals, WhiteNoise and the
 # token middleware, which are sync-only, the async-capable middleware after them, the CSRF view
 # hook, the view), which cost more than the metrics API's own work, and a slow request held up
-# every other. A response streams from its thread as it is produced. WebSockets stay on Channels.
+# every other. A response streams from its thread as it is produced (webapp/http_bridge.py: and stops
+# when its client goes away). WebSockets stay on Channels.
 # Threads serving HTTP at once; each holds one database connection from the pool (max 20) while it works.
 HTTP_THREADS = int(os.environ.get("EVOLAB_HTTP_THREADS", 8))
-django_http_app = WSGIMiddleware(get_wsgi_application(), workers=HTTP_THREADS)
+django_http_app = WSGIBridge(get_wsgi_application(), workers=HTTP_THREADS)
 settings.DATABASES  # read now, while the flag is set
 if _we_set_the_pool_flag:
     del os.environ["EVOLAB_DB_POOL"]

@@ -14,11 +14,12 @@ import time
 from django.db import DatabaseError, connection, transaction
 
 from webapp.runs import bulk
-from webapp.runs.models import Group, MetricChunk, MetricPoint, Rollout, RunEvent
+from webapp.runs.models import Group, MetricChunk, MetricPoint, Rollout, RolloutText, RunEvent, TextIndexMark
 
 log = logging.getLogger(__name__)
 
-TABLES = [model._meta.db_table for model in (Rollout, Group, MetricPoint, MetricChunk, RunEvent)]
+# (the text index is filled behind ingestion, webapp/runs/text_search.py, and checked at the next ingest)
+TABLES = [model._meta.db_table for model in (Rollout, Group, MetricPoint, MetricChunk, RunEvent, RolloutText, TextIndexMark)]
 CHECK_SECONDS = 30.0
 LOCK_TIMEOUT = "200ms"
 _last_check = float("-inf")

@@ -68,8 +68,17 @@ def expected_texts(holds):
                               for i in range(4)) if holds(t))
 
 
+@pytest.fixture(params=["rare", "common"])
+def strategy(request, monkeypatch):
+    """Both ways the index is read (text_search.matching): matches first, or per row along the order."""
+    from webapp.runs import text_search
+
+    if request.param == "common":
+        monkeypatch.setattr(text_search, "COMMON_PER_ROW", 0)  # every query counts as common
+
+
 @pytest.fixture(params=["indexed", "not indexed yet", "half indexed"])
-def text_indexed(request, run):
+def text_indexed(request, run, strategy):
     """The run's texts wholly, not or partly in the text index: a search finds the same either way."""
     from webapp.runs import text_search
 
@@ -96,7 +105,7 @@ def test_text_search_matches_whole_words_only(api_client, text_indexed):
 
 
 @pytest.mark.parametrize("indexed", [True, False])
-def test_a_word_is_a_run_of_letters_and_digits_whatever_surrounds_it(api_client, user, indexed):
+def test_a_word_is_a_run_of_letters_and_digits_whatever_surrounds_it(api_client, user, indexed, strategy):
     from tests.factories import make_prompt_set
     from webapp.runs import text_search
     from webapp.runs.models import Run

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from django.db.models import F, FloatField, Q
 from django.db.models.fields.json import KeyTextTransform
-from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from . import search_indexes, text_search
@@ -39,8 +38,8 @@ def search_orders(run) -> list[str]:
     from .models import Group
 
     latest = Group.objects.filter(run=run).order_by("-step", "-seq").first()
-    extras = sorted({k for r in latest.rollouts.all() for k, v in r.extra.items() if isinstance(v, (int, float))}) \
-        if latest else []
+    extras = sorted({k for extra in latest.rollouts.values_list("extra", flat=True) for k, v in extra.items()
+                     if isinstance(v, (int, float))}) if latest else []
     return [*INDEXED_ORDERS, *(k for k in extras if set(k) <= EXTRA_KEY_CHARS)]
 
 
@@ -76,7 +75,7 @@ def search(run_id: int, params) -> Page:
             raise SearchError("q", f"q must be at most {MAX_QUERY_CHARS} characters, not {len(q)}")
         if not text_search.words(q):
             raise SearchError("q", f"q must contain a word to search for, not {q!r}")
-        rows = rows.filter(id__in=RawSQL(*text_search.matching(run_id, q)))
+        rows = rows.filter(text_search.matching(run_id, q, limit + 1))
     if field in INDEXED_ORDERS:
         key = F(field)
     else:

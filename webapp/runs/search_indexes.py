@@ -25,3 +25,27 @@ def drop(connection) -> None:
     with connection.cursor() as cursor:
         for field in NULLABLE_ORDERS:
             cursor.execute(f"DROP INDEX IF EXISTS rollout_search_{field}")
+
+
+# Method extras the search orders by through an index: EVOL-RL's novelty, the one issue 10 names (each
+# index costs every rollout's ingestion a little, every run's, whatever its method). Others are read
+# without one: fine over a step range, about a second over a million rollouts.
+INDEXED_EXTRAS = ("novelty",)
+
+
+def create_extra_indexes(connection) -> None:
+    """PostgreSQL only: the expression must be the one the search's order compiles to
+    (Cast(KeyTextTransform(key, "extra"), FloatField())); SQLite's cannot be matched by its planner
+    and the demo's runs are small."""
+    if connection.vendor != "postgresql":
+        return
+    with connection.cursor() as cursor:
+        for key in INDEXED_EXTRAS:
+            cursor.execute(f"CREATE INDEX IF NOT EXISTS rollout_search_extra_{key} ON {TABLE} "
+                           f"(run_id, ((extra ->> '{key}')::double precision) NULLS FIRST, id)")
+
+
+def drop_extra_indexes(connection) -> None:
+    with connection.cursor() as cursor:
+        for key in INDEXED_EXTRAS:
+            cursor.execute(f"DROP INDEX IF EXISTS rollout_search_extra_{key}")

@@ -1,10 +1,11 @@
 """Free-text search of rollout texts (issue 10): a table of each rollout's words, filled behind
 ingestion (webapp/runs/text_search.py), and per run the last rollout indexed. Stored rollouts are
-indexed by `manage.py index_rollout_text`; until then a search reads their texts."""
+indexed by `manage.py index_rollout_text`; until then a search reads their texts. And on PostgreSQL
+an index for ordering by EVOL-RL's novelty (webapp/runs/search_indexes.py)."""
 import django.db.models.deletion
 from django.db import migrations, models
 
-from webapp.runs import text_search
+from webapp.runs import search_indexes, text_search
 
 
 def create_table(apps, schema_editor):
@@ -13,6 +14,14 @@ def create_table(apps, schema_editor):
 
 def drop_table(apps, schema_editor):
     text_search.drop(schema_editor.connection)
+
+
+def create_extra_indexes(apps, schema_editor):
+    search_indexes.create_extra_indexes(schema_editor.connection)
+
+
+def drop_extra_indexes(apps, schema_editor):
+    search_indexes.drop_extra_indexes(schema_editor.connection)
 
 
 class Migration(migrations.Migration):
@@ -42,4 +51,5 @@ class Migration(migrations.Migration):
             ],
             database_operations=[migrations.RunPython(create_table, drop_table)],
         ),
+        migrations.RunPython(create_extra_indexes, drop_extra_indexes),
     ]
