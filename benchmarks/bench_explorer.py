@@ -140,6 +140,9 @@ def main() -> int:
         deep = search(run.pk, {"order": "-reward", "limit": "1000"})
         for _ in range(9):  # 10,000 rollouts in
             deep = search(run.pk, {"order": "-reward", "limit": "1000", "cursor": deep.next_cursor})
+        deep_step = search(run.pk, {"limit": "1000"})
+        for _ in range(9):
+            deep_step = search(run.pk, {"limit": "1000", "cursor": deep_step.next_cursor})
         mid = steps // 2
 
         def nonempty(response):
@@ -148,11 +151,15 @@ def main() -> int:
         reads = [
             ("search, first page by step", f"{api}/rollouts/search", nonempty),
             ("search, first page by -reward", f"{api}/rollouts/search?order=-reward", nonempty),
+            ("search, a page 10,000 rollouts in by step", f"{api}/rollouts/search?cursor={deep_step.next_cursor}", nonempty),
             ("search, a page 10,000 rollouts in by -reward", f"{api}/rollouts/search?order=-reward&cursor={deep.next_cursor}",
              nonempty),
             ("search, filters (steps, minority, reward) by -advantage",
              f"{api}/rollouts/search?step_min={mid - 500}&step_max={mid + 500}&in_majority=false&reward_max=0.5"
              f"&order=-advantage", nonempty),
+            ("search, the same filters over 10 steps",
+             f"{api}/rollouts/search?step_min={mid}&step_max={mid + 9}&in_majority=false&reward_max=0.5&order=-advantage",
+             nonempty),
             ("search, one prompt's rollouts of a step", f"{api}/rollouts/search?prompt=p3&step_min={mid}&step_max={mid}",
              nonempty),
             (f"search, a rare word ({RARE}, ~1%) by step", f"{api}/rollouts/search?q={RARE}", nonempty),

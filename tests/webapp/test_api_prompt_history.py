@@ -71,12 +71,13 @@ def test_ingestion_stores_the_summary_on_the_group(run):
     assert (group.size, group.majority_ratio, group.unique_answers, group.reward_mean) == (4, 0.5, 2, 0.5)
 
 
-def test_the_history_page_lists_each_step_escaped_and_links_its_group(client, user, run):
+def test_the_history_page_carries_each_step_escaped_for_its_table_and_charts(client, user, run):
     client.force_login(user)
     ingest_events(run, [group_event(0, 3, "p1", ["<script>x</script>"], "<script>x</script>", [1.0])])
     page = client.get(f"/runs/{run.pk}/prompts/p1/")
     html = page.content.decode()
     assert page.status_code == 200 and "What is 2 + 3?" in html
-    assert "&lt;script&gt;x&lt;/script&gt;" in html and "<script>x</script>" not in html
-    assert f"/runs/{run.pk}/rollouts/?step=3&amp;prompt=p1" in html
+    # the rows go out once, as JSON the page's script builds the table from (textContent only)
+    assert '"majority_answer": "\\u003Cscript\\u003Ex\\u003C/script\\u003E"' in html and "<script>x</script>" not in html
+    assert f'data-rollouts-url="/runs/{run.pk}/rollouts/" data-prompt-id="p1"' in html.replace("\n         ", " ")
     assert client.get(f"/runs/{run.pk}/prompts/nope/").status_code == 404

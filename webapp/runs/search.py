@@ -12,17 +12,22 @@ import json
 import math
 from dataclasses import dataclass
 
-from django.db.models import F, FloatField, Q
+from django.db.models import BooleanField, ExpressionWrapper, F, FloatField, Q, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
-from . import search_indexes, text_search
-from .models import Rollout
+from . import bulk, search_indexes, text_search
+from .models import Rollout, Run
 
 INDEXED_ORDERS = ("step", "reward", "advantage", "length")
 NULLABLE = set(search_indexes.NULLABLE_ORDERS)
 MAX_LIMIT, DEFAULT_LIMIT = 1000, 50
 MAX_QUERY_CHARS = 1000
+# A step range this share of the run's steps or less is read through the step index whatever the order
+# (a page of 50 by another order walks about 50 / share rows of that order's index; below about 1%
+# sorting the range's rollouts costs less).
+FEW_STEPS_SHARE = 0.01
 BOOLEANS = {"in_majority": "in_majority", "valid": "valid", "trained": "used_for_training"}
 TRUE, FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
 EXTRA_KEY_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
@@ -84,14 +89,23 @@ def search(run_id: int, params) -> Page:
         key = F("sort_key")
     nullable = field in NULLABLE or field not in INDEXED_ORDERS
     cursor = _decode(params.get("cursor"))
-    if cursor is not None:
-        rows = rows.filter(_after(key, cursor, descending, nullable))
+    order = key
+    if field != "step" and _few_steps(run_id, params):
+        # A few steps' rollouts are best read through the step index and sorted; PostgreSQL's planner
+        # walked the whole run's novelty index instead (0.2 s for 10 steps of 1,953). "+ 0" leaves
+        # the order as it is and hides it from the order's own index.
+        order = ExpressionWrapper(key + Value(0), output_field=FloatField())
     if nullable:  # as the index holds them: missing values lowest on both databases
-        first = key.desc(nulls_last=True) if descending else key.asc(nulls_first=True)
+        first = order.desc(nulls_last=True) if descending else order.asc(nulls_first=True)
     else:
-        first = key.desc() if descending else key.asc()
+        first = order.desc() if descending else order.asc()
     ordering = [first, F("id").desc() if descending else F("id").asc()]
-    found = list(rows.annotate(prompt_id=F("group__prompt_id")).order_by(*ordering)[:limit + 1])
+    rows = rows.annotate(prompt_id=F("group__prompt_id")).order_by(*ordering)
+    found = []
+    for region in _regions(key.name, cursor, descending, nullable):
+        found += rows.filter(region)[:limit + 1 - len(found)]
+        if len(found) > limit:
+            break
     next_cursor = None
     if len(found) > limit:  # a row past the page: another page follows the page's last row
         found = found[:limit]
@@ -99,6 +113,16 @@ def search(run_id: int, params) -> Page:
         next_cursor = _encode(getattr(last, field) if field in INDEXED_ORDERS else last.sort_key, last.pk)
     return Page(results=[{"step": r.step, "prompt_id": r.prompt_id, **r.to_json()} for r in found],
                 next_cursor=next_cursor)
+
+
+def _few_steps(run_id: int, params) -> bool:
+    """Whether the search's step range holds at most FEW_STEPS_SHARE of the run's steps."""
+    low, high = _integer(params, "step_min", None), _integer(params, "step_max", None)
+    if low is None and high is None:
+        return False
+    last = Run.objects.filter(pk=run_id).values_list("last_step", flat=True).first() or 0
+    low, high = max(low if low is not None else 0, 0), min(high if high is not None else last, last)
+    return high - low + 1 <= max(1, last * FEW_STEPS_SHARE)
 
 
 def _filters(params) -> dict:
@@ -145,19 +169,32 @@ def _number(params, name: str) -> float:
     return value
 
 
-def _after(key, cursor: tuple, descending: bool, nullable: bool) -> Q:
-    """The rows after (value, id) in the order: value then id, both descending or both ascending,
-    missing values lowest (first ascending, last descending)."""
-    value, pk = cursor
+def _regions(name: str, cursor, descending: bool, nullable: bool) -> list[Q]:
+    """The rows after the cursor (value, id), as conditions read one after the other, each one range of
+    the order's (run, field, id) index: the rows with a value and those without (which sort lowest:
+    last descending, first ascending). The rows with a value are bounded by the field itself
+    (`field <= value`, then the tie on id), so the index walk starts at the cursor instead of passing
+    every row before it."""
     later = "lt" if descending else "gt"
-    name = key.name
-    if value is None:  # among the missing values (lowest), then every row with a value when ascending
-        within = Q(**{f"{name}__isnull": True, f"id__{later}": pk})
-        return within if descending else within | Q(**{f"{name}__isnull": False})
-    after = Q(**{f"{name}__{later}": value}) | Q(**{name: value, f"id__{later}": pk})
-    if descending and nullable:
-        after |= Q(**{f"{name}__isnull": True})
-    return after
+    has_value, missing = Q(**{f"{name}__isnull": False}), Q(**{f"{name}__isnull": True})
+    if cursor is None:
+        present, absent = (has_value if nullable else Q()), missing
+    elif cursor[0] is None:  # among the missing values
+        absent = missing & Q(**{f"id__{later}": cursor[1]})
+        return [absent] if descending else [absent, has_value]
+    else:
+        value, pk = cursor
+        if name in INDEXED_ORDERS:  # a row comparison: the index walk starts at (value, id) itself
+            table, op = Rollout._meta.db_table, "<" if descending else ">"
+            present = Q(RawSQL(f"({bulk.quoted(table)}.{bulk.quoted(name)}, {bulk.quoted(table)}.{bulk.quoted('id')}) "
+                               f"{op} (%s, %s)", [value, pk], output_field=BooleanField()))
+        else:
+            present = Q(**{f"{name}__{'lte' if descending else 'gte'}": value}) & (
+                Q(**{f"{name}__{later}": value}) | Q(**{name: value, f"id__{later}": pk}))
+        absent = missing if descending else None  # ascending, the missing values came before the cursor
+    if not nullable:
+        return [present]
+    return [r for r in ([present, absent] if descending else [absent, present]) if r is not None]
 
 
 def _encode(value, pk: int) -> str:
