@@ -123,6 +123,17 @@ def test_a_word_is_a_run_of_letters_and_digits_whatever_surrounds_it(api_client,
         assert texts_found(api_client, run, q) == [], q
 
 
+def test_prompt_text_finds_the_rollouts_of_prompts_holding_its_words(api_client, run):
+    from webapp.prompts.models import Prompt
+
+    Prompt.objects.filter(prompt_set=run.prompt_set, external_id="p2").update(text="How many Apples are left?")
+    found = every_page(api_client, run, prompt_text="apples LEFT")[0]
+    assert len(found) == 12 and {r["prompt_id"] for r in found} == {"p2"}
+    assert every_page(api_client, run, prompt_text="apple")[0] == []  # whole words only
+    response = api_client.get(f"/api/runs/{run.pk}/rollouts/search", {"prompt_text": "?!"})
+    assert response.status_code == 400 and response.json()["field"] == "prompt_text"
+
+
 def test_text_search_indexes_what_ingestion_adds_later(api_client, run):
     from webapp.runs import text_search
     from workers.ingest import ingest_events

@@ -24,6 +24,7 @@ INDEXED_ORDERS = ("step", "reward", "advantage", "length")
 NULLABLE = set(search_indexes.NULLABLE_ORDERS)
 MAX_LIMIT, DEFAULT_LIMIT = 1000, 50
 MAX_QUERY_CHARS = 1000
+MAX_PROMPTS_MATCHED = 10_000
 # A step range this share of the run's steps or less is read through the step index whatever the order
 # (a page of 50 by another order walks about 50 / share rows of that order's index; below about 1%
 # sorting the range's rollouts costs less).
@@ -34,7 +35,7 @@ EXTRA_KEY_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234
 
 
 # the query parameters a search reads (GET /api/runs/{id}/rollouts/search and its page)
-SEARCH_PARAMS = ("q", "prompt", "step_min", "step_max", "answer", "in_majority", "valid", "trained", "reward_min",
+SEARCH_PARAMS = ("q", "prompt", "prompt_text", "step_min", "step_max", "answer", "in_majority", "valid", "trained", "reward_min",
                  "reward_max", "order", "limit", "cursor")
 
 
@@ -74,6 +75,9 @@ def search(run_id: int, params) -> Page:
         raise SearchError("limit", f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
 
     rows = Rollout.objects.filter(run_id=run_id, **_filters(params))
+    prompt_text = (params.get("prompt_text") or "").strip()
+    if prompt_text:
+        rows = rows.filter(group__prompt_id__in=_prompts_saying(run_id, prompt_text))
     q = (params.get("q") or "").strip()
     if q:
         if len(q) > MAX_QUERY_CHARS:
@@ -123,6 +127,31 @@ def _few_steps(run_id: int, params) -> bool:
     last = Run.objects.filter(pk=run_id).values_list("last_step", flat=True).first() or 0
     low, high = max(low if low is not None else 0, 0), min(high if high is not None else last, last)
     return high - low + 1 <= max(1, last * FEW_STEPS_SHARE)
+
+
+def _prompts_saying(run_id: int, text: str) -> list[str]:
+    """The ids of the run's prompts whose text has every word of `text` (the prompt set's rows and, for
+    R-Zero, the generated questions): a prompt set is thousands of rows, not millions, so read directly."""
+    from webapp.prompts.models import Prompt
+
+    from .models import RZeroQuestion
+
+    terms = text_search.words(text)
+    if not terms:
+        raise SearchError("prompt_text", f"prompt_text must contain a word to search for, not {text!r}")
+    if len(text) > MAX_QUERY_CHARS:
+        raise SearchError("prompt_text", f"prompt_text must be at most {MAX_QUERY_CHARS} characters, not {len(text)}")
+    prompts = Prompt.objects.filter(prompt_set__runs=run_id)
+    questions = RZeroQuestion.objects.filter(run_id=run_id)
+    for term in terms:  # a substring narrows, the word rule decides below
+        prompts, questions = prompts.filter(text__icontains=term), questions.filter(question__icontains=term)
+    found = list(prompts.values_list("external_id", "text")) + list(questions.values_list("question_id", "question"))
+    wanted = set(terms)
+    ids = sorted({pid for pid, body in found if wanted <= set(text_search.words(body or ""))})
+    if len(ids) > MAX_PROMPTS_MATCHED:
+        raise SearchError("prompt_text", f"prompt_text {text!r} matches {len(ids)} prompts, more than "
+                                         f"{MAX_PROMPTS_MATCHED}: add a word")
+    return ids
 
 
 def _filters(params) -> dict:
