@@ -13,6 +13,7 @@ import sys
 import time
 
 from django.conf import settings
+from django.db import DatabaseError
 
 from rl import launch
 from rl.methods import get_method
@@ -152,8 +153,7 @@ def _watch(run: Run, child: subprocess.Popen) -> tuple[int, bool]:
     while True:
         for batch in tail.batches():
             ingest_events(run, batch)
-        # the search's text index, behind ingestion: a bounded batch per poll
-        text_search.catch_up(run.pk)
+        _index_texts(run, text_search.catch_up)  # a bounded batch per poll
         exit_code = child.poll()
         if exit_code is not None:
             break
@@ -165,5 +165,14 @@ def _watch(run: Run, child: subprocess.Popen) -> tuple[int, bool]:
         time.sleep(POLL_SECONDS)
     for batch in tail.batches():
         ingest_events(run, batch)
-    text_search.catch_up_fully(run.pk)
+    _index_texts(run, text_search.catch_up_fully)
     return exit_code, cancel_sent_at is not None
+
+
+def _index_texts(run: Run, how) -> None:
+    """The search's text index, behind ingestion (webapp/runs/text_search.py). A failure here costs
+    only search speed (unindexed rollouts are read from their text), so it never stops the run."""
+    try:
+        how(run.pk)
+    except DatabaseError as exc:
+        log.warning("run %s: rollout texts left unindexed for now: %s", run.pk, exc)

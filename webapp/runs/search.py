@@ -3,9 +3,10 @@
 A page is the `limit` rollouts after the cursor in the chosen order, read through the index of that
 order (Rollout.Meta.indexes: run, field, id): never OFFSET, so the millionth rollout costs what the
 first does. The cursor is the last row's (field value, id), opaque to clients. Missing values (a
-rollout without a reward) sort lowest. Ordering by a method's extra (`novelty`, `confidence`, ...)
-reads the extras without an index: narrow such a search with filters on a large run. `q` matches
-rollouts whose text has every word of it, through the text index (webapp/runs/text_search.py).
+rollout without a reward) sort lowest. Ordering by a method's extra (`confidence`, ...) reads the
+extras without an index (novelty has one on PostgreSQL, search_indexes.INDEXED_EXTRAS): narrow such a
+search by steps on a large run. `q` matches rollouts whose text has every word of it, through the text
+index (webapp/runs/text_search.py); `prompt_text` the rollouts of prompts whose text has every word.
 """
 import base64
 import json
@@ -18,7 +19,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from . import bulk, search_indexes, text_search
-from .models import Rollout, Run
+from .models import Group, Rollout, Run, RZeroQuestion
 
 INDEXED_ORDERS = ("step", "reward", "advantage", "length")
 NULLABLE = set(search_indexes.NULLABLE_ORDERS)
@@ -41,8 +42,6 @@ SEARCH_PARAMS = ("q", "prompt", "prompt_text", "step_min", "step_max", "answer",
 
 def search_orders(run) -> list[str]:
     """The orders to offer for a run: the indexed fields, then the method extras its latest group carries."""
-    from .models import Group
-
     latest = Group.objects.filter(run=run).order_by("-step", "-seq").first()
     extras = sorted({k for extra in latest.rollouts.values_list("extra", flat=True) for k, v in extra.items()
                      if isinstance(v, (int, float))}) if latest else []
@@ -80,10 +79,7 @@ def search(run_id: int, params) -> Page:
         rows = rows.filter(group__prompt_id__in=_prompts_saying(run_id, prompt_text))
     q = (params.get("q") or "").strip()
     if q:
-        if len(q) > MAX_QUERY_CHARS:
-            raise SearchError("q", f"q must be at most {MAX_QUERY_CHARS} characters, not {len(q)}")
-        if not text_search.words(q):
-            raise SearchError("q", f"q must contain a word to search for, not {q!r}")
+        _words("q", q)
         rows = rows.filter(text_search.matching(run_id, q, limit + 1))
     if field in INDEXED_ORDERS:
         key = F(field)
@@ -134,13 +130,7 @@ def _prompts_saying(run_id: int, text: str) -> list[str]:
     R-Zero, the generated questions): a prompt set is thousands of rows, not millions, so read directly."""
     from webapp.prompts.models import Prompt
 
-    from .models import RZeroQuestion
-
-    terms = text_search.words(text)
-    if not terms:
-        raise SearchError("prompt_text", f"prompt_text must contain a word to search for, not {text!r}")
-    if len(text) > MAX_QUERY_CHARS:
-        raise SearchError("prompt_text", f"prompt_text must be at most {MAX_QUERY_CHARS} characters, not {len(text)}")
+    terms = _words("prompt_text", text)
     prompts = Prompt.objects.filter(prompt_set__runs=run_id)
     questions = RZeroQuestion.objects.filter(run_id=run_id)
     for term in terms:  # a substring narrows, the word rule decides below
@@ -152,6 +142,15 @@ def _prompts_saying(run_id: int, text: str) -> list[str]:
         raise SearchError("prompt_text", f"prompt_text {text!r} matches {len(ids)} prompts, more than "
                                          f"{MAX_PROMPTS_MATCHED}: add a word")
     return ids
+
+
+def _words(name: str, text: str) -> list[str]:
+    if len(text) > MAX_QUERY_CHARS:
+        raise SearchError(name, f"{name} must be at most {MAX_QUERY_CHARS} characters, not {len(text)}")
+    terms = text_search.words(text)
+    if not terms:
+        raise SearchError(name, f"{name} must contain a word to search for, not {text!r}")
+    return terms
 
 
 def _filters(params) -> dict:

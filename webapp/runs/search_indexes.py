@@ -27,6 +27,10 @@ def drop(connection) -> None:
             cursor.execute(f"DROP INDEX IF EXISTS rollout_search_{field}")
 
 
+# The majority or minority ordered by reward or advantage ("the minority's best rollouts", EVOL-RL's
+# question) have an index each: reward and advantage follow the majority so closely that walking the
+# plain order index passed every majority rollout first (0.9 s at 1M rollouts).
+#
 # Method extras the search orders by through an index: EVOL-RL's novelty, the one issue 10 names (each
 # index costs every rollout's ingestion a little, every run's, whatever its method). Others are read
 # without one: fine over a step range, about a second over a million rollouts.
@@ -34,18 +38,23 @@ INDEXED_EXTRAS = ("novelty",)
 
 
 def create_extra_indexes(connection) -> None:
-    """PostgreSQL only: the expression must be the one the search's order compiles to
-    (Cast(KeyTextTransform(key, "extra"), FloatField())); SQLite's cannot be matched by its planner
-    and the demo's runs are small."""
-    if connection.vendor != "postgresql":
-        return
+    """The majority/minority orders (below), and on PostgreSQL only the extras' (the expression must be
+    the one the search's order compiles to, Cast(KeyTextTransform(key, "extra"), FloatField()); SQLite's
+    planner cannot match it, and the demo's runs are small)."""
+    postgres = connection.vendor == "postgresql"
+    nulls = " NULLS FIRST" if postgres else ""
     with connection.cursor() as cursor:
-        for key in INDEXED_EXTRAS:
+        for field in NULLABLE_ORDERS:
+            cursor.execute(f"CREATE INDEX IF NOT EXISTS rollout_search_majority_{field} ON {TABLE} "
+                           f"(run_id, in_majority, {field}{nulls}, id)")
+        for key in INDEXED_EXTRAS if postgres else ():
             cursor.execute(f"CREATE INDEX IF NOT EXISTS rollout_search_extra_{key} ON {TABLE} "
                            f"(run_id, ((extra ->> '{key}')::double precision) NULLS FIRST, id)")
 
 
 def drop_extra_indexes(connection) -> None:
     with connection.cursor() as cursor:
+        for field in NULLABLE_ORDERS:
+            cursor.execute(f"DROP INDEX IF EXISTS rollout_search_majority_{field}")
         for key in INDEXED_EXTRAS:
             cursor.execute(f"DROP INDEX IF EXISTS rollout_search_extra_{key}")
