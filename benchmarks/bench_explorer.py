@@ -10,6 +10,7 @@ then daphne answers, with an API token on one kept-alive connection:
 - daphne's memory while it streams 10× more rows: goal flat (the growth no more than 1.5× the smaller's).
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/bench_explorer.py     # BENCH_QUICK=1: 100,000 rollouts
+    BENCH_REUSE=1 ...: measure the reads again on the database the last run left
 """
 import os
 import random
@@ -24,6 +25,7 @@ from pathlib import Path
 import bench_data_plane as dp
 
 ROLLOUTS = 100_000 if dp.QUICK else 1_000_000
+REUSE = os.environ.get("BENCH_REUSE") == "1"
 PER_STEP = 8 * 64
 RARE = "pelican"  # in 5 of the 512 texts: about 1% of the rollouts
 REPEATS = 30
@@ -104,23 +106,40 @@ def main() -> int:
     if problem:
         print(problem)
         return 2
-    url = dp.recreate_database("evolab_explorer_bench")
-    user, prompt_set, token = dp.django_setup(url)
-    import requests
-    from webapp.runs import text_search
-    from webapp.runs.search import search
-    from workers.table_statistics import keep_statistics
-
-    pool = pool_of_texts()
-    run = dp.new_run(user, prompt_set, "explorer")
     steps = ROLLOUTS // PER_STEP
-    print(f"ingesting {steps * PER_STEP:,} rollouts ({steps} steps of 8 × 64, ~2 KB each)", flush=True)
-    ingest_rate = ingest(run, steps, pool)
-    started = time.perf_counter()
-    indexed = text_search.catch_up_fully(run.pk)
-    index_rate = indexed / (time.perf_counter() - started)
-    keep_statistics(force=True)
-    print(f"  ingest {ingest_rate:,.0f} rollouts/s; text index built behind it at {index_rate:,.0f} rollouts/s", flush=True)
+    if REUSE:  # the database the last run left, migrated to this checkout (BENCH_REUSE=1: the reads only)
+        url = f"{dp.PG}/evolab_explorer_bench"
+        dp.os.environ.update(DATABASE_URL=url, REDIS_URL=dp.REDIS, DJANGO_SETTINGS_MODULE="webapp.settings",
+                             HF_HUB_OFFLINE="1")
+        import django
+        from django.core.management import call_command
+
+        django.setup()
+        call_command("migrate", verbosity=0)
+        from webapp.accounts.models import ApiToken
+        from webapp.runs.models import Run
+
+        run = Run.objects.get(name="explorer")
+        token = ApiToken.issue(run.created_by)
+        print(f"reusing run {run.pk} of evolab_explorer_bench ({run.rollouts.count():,} rollouts)", flush=True)
+    else:
+        url = dp.recreate_database("evolab_explorer_bench")
+        user, prompt_set, token = dp.django_setup(url)
+        from webapp.runs import text_search
+        from workers.table_statistics import keep_statistics
+
+        pool = pool_of_texts()
+        run = dp.new_run(user, prompt_set, "explorer")
+        print(f"ingesting {steps * PER_STEP:,} rollouts ({steps} steps of 8 × 64, ~2 KB each)", flush=True)
+        ingest_rate = ingest(run, steps, pool)
+        started = time.perf_counter()
+        indexed = text_search.catch_up_fully(run.pk)
+        index_rate = indexed / (time.perf_counter() - started)
+        keep_statistics(force=True)
+        print(f"  ingest {ingest_rate:,.0f} rollouts/s; text index built behind it at {index_rate:,.0f} rollouts/s",
+              flush=True)
+    import requests
+    from webapp.runs.search import search
 
     tmp = Path(tempfile.mkdtemp(prefix="evolab-explorer-"))
     port = dp.free_port()

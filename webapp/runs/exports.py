@@ -67,7 +67,7 @@ ROLLOUT_SCHEMA = pa.schema([("step", pa.int64()), ("prompt_id", pa.string()), ("
                             ("reward", pa.float64()), ("advantage", pa.float64()), ("length", pa.int64()),
                             ("used_for_training", pa.bool_()), ("entropy", pa.float64()),
                             ("extra", pa.string()), ("text", pa.string())])
-EXPORT_PAGE = 1000
+EXPORT_PAGE, FIRST_EXPORT_PAGE = 1000, 100
 
 
 def rollout_pages(run_id: int, params: dict):
@@ -75,14 +75,15 @@ def rollout_pages(run_id: int, params: dict):
     the search's order: the export holds exactly what paging through the search would show."""
     from .search import search
 
-    params = {**params, "limit": EXPORT_PAGE, "cursor": None}
+    # a short first page: the download starts as soon as its first rows are read
+    params = {**params, "limit": FIRST_EXPORT_PAGE, "cursor": None}
     while True:
         page = search(run_id, params)
         if page.results:
             yield page.results
         if page.next_cursor is None:
             return
-        params["cursor"] = page.next_cursor
+        params.update(cursor=page.next_cursor, limit=EXPORT_PAGE)
 
 
 def rollouts_jsonl(pages):
