@@ -60,11 +60,17 @@
     });
   }
 
+  // A rollout's text as the page holds it (its folded row; the marks around \boxed{} add no text).
+  function textOf(group, index) {
+    const row = group.querySelector('tr.rollout[data-index="' + Number(index) + '"]');
+    return row ? row.nextElementSibling.querySelector("pre").textContent : "";
+  }
+
   // Two rollouts of a group side by side, the words one has and the other lacks highlighted.
   function showPair(div, i, j, similarity) {
-    const texts = JSON.parse(document.getElementById(div.dataset.texts).textContent);
+    const group = div.closest("details.group");
     const panel = document.getElementById(div.dataset.pair);
-    const left = tokens(texts[i] || ""), right = tokens(texts[j] || "");
+    const left = tokens(textOf(group, i)), right = tokens(textOf(group, j));
     const kept = common(left, right);
     panel.querySelector(".pair-title").textContent =
       "Rollouts " + i + " and " + j + " (similarity " + Number(similarity).toFixed(3) + ")";

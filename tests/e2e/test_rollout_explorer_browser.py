@@ -88,6 +88,7 @@ def test_a_user_explores_every_rollout_of_a_run(live_stack, live_user, session_k
     page.select_option("#search-limit", "10")
     page.click("#search-button")
     page.wait_for_selector("#search-results")
+    assert page.url.split("?", 1)[1] == "q=CARRY+one&step_min=2&in_majority=true&order=-novelty&limit=10"  # no empty fields
     found, pages = [], 0
     while True:
         pages += 1

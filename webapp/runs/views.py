@@ -135,8 +135,7 @@ def run_rollouts(request, pk):
             for r, correct in zip(rollouts, matches_reference([r.answer for r in rollouts], label)):
                 r.correct = correct
         rows.append({"group": group, "rollouts": rollouts, "prompt": prompt, "label": label,
-                     "extra_keys": sorted({k for r in rollouts for k in r.extra}), "heatmap_id": f"heatmap-{n}-data",
-                     "texts_id": f"texts-{n}", "texts": {r.index: r.text for r in rollouts}})
+                     "extra_keys": sorted({k for r in rollouts for k in r.extra}), "heatmap_id": f"heatmap-{n}-data"})
     return render(request, "runs/rollouts.html", {
         "run": run, "step": step, "rows": rows, "page": page, "open_all": len(rows) <= 2,
         **_search_form(run, {}), **step_bounds(run, step)})
