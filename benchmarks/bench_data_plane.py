@@ -205,17 +205,21 @@ def ingest_rollouts(run, log: Log, first_step: int, steps: int, pool: list[str])
     return sum(len(e["rollouts"]) for b in batches for e in b) / (time.perf_counter() - started)
 
 
-def read_median(session, url: str, repeats: int, check=None) -> float:
-    body = session.get(url).json()
+def read_times(session, url: str, repeats: int, check=None, parse=lambda response: response.json()) -> list[float]:
+    """Seconds of each of `repeats` reads of url, its body parsed included; `check` is given one parsed body."""
+    body = parse(session.get(url))
     if check:
         check(body)
     timings = []
     for _ in range(repeats):
         started = time.perf_counter()
-        response = session.get(url)
-        response.json()
+        parse(session.get(url))
         timings.append(time.perf_counter() - started)
-    return statistics.median(timings)
+    return timings
+
+
+def read_median(session, url: str, repeats: int, check=None) -> float:
+    return statistics.median(read_times(session, url, repeats, check))
 
 
 def series_length_is(name: str, n: int):

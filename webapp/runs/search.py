@@ -18,6 +18,8 @@ from django.db.models.expressions import RawSQL
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
+from webapp.prompts.models import Prompt
+
 from . import bulk, search_indexes, text_search
 from .models import Group, Rollout, Run, RZeroQuestion
 
@@ -73,7 +75,8 @@ def search(run_id: int, params) -> Page:
     if not 1 <= limit <= MAX_LIMIT:
         raise SearchError("limit", f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
 
-    rows = Rollout.objects.filter(run_id=run_id, **_filters(params))
+    filters = _filters(params)
+    rows = Rollout.objects.filter(run_id=run_id, **filters)
     prompt_text = (params.get("prompt_text") or "").strip()
     if prompt_text:
         rows = rows.filter(group__prompt_id__in=_prompts_saying(run_id, prompt_text))
@@ -89,16 +92,16 @@ def search(run_id: int, params) -> Page:
         key = F("sort_key")
     nullable = field in NULLABLE or field not in INDEXED_ORDERS
     cursor = _decode(params.get("cursor"))
-    order = key
-    if field != "step" and _few_steps(run_id, params):
+    sort = key
+    if field != "step" and _few_steps(run_id, filters.get("step__gte"), filters.get("step__lte")):
         # A few steps' rollouts are best read through the step index and sorted; PostgreSQL's planner
         # walked the whole run's novelty index instead (0.2 s for 10 steps of 1,953). "+ 0" leaves
         # the order as it is and hides it from the order's own index.
-        order = ExpressionWrapper(key + Value(0), output_field=FloatField())
+        sort = ExpressionWrapper(key + Value(0), output_field=FloatField())
     if nullable:  # as the index holds them: missing values lowest on both databases
-        first = order.desc(nulls_last=True) if descending else order.asc(nulls_first=True)
+        first = sort.desc(nulls_last=True) if descending else sort.asc(nulls_first=True)
     else:
-        first = order.desc() if descending else order.asc()
+        first = sort.desc() if descending else sort.asc()
     ordering = [first, F("id").desc() if descending else F("id").asc()]
     rows = rows.annotate(prompt_id=F("group__prompt_id")).order_by(*ordering)
     found = []
@@ -115,12 +118,11 @@ def search(run_id: int, params) -> Page:
                 next_cursor=next_cursor)
 
 
-def _few_steps(run_id: int, params) -> bool:
-    """Whether the search's step range holds at most FEW_STEPS_SHARE of the run's steps."""
-    low, high = _integer(params, "step_min", None), _integer(params, "step_max", None)
+def _few_steps(run_id: int, low: int | None, high: int | None) -> bool:
+    """Whether the search's step range [low, high] holds at most FEW_STEPS_SHARE of the run's steps."""
     if low is None and high is None:
         return False
-    last = Run.objects.filter(pk=run_id).values_list("last_step", flat=True).first() or 0
+    last = Run.objects.filter(pk=run_id).order_by().values_list("last_step", flat=True).first() or 0
     low, high = max(low if low is not None else 0, 0), min(high if high is not None else last, last)
     return high - low + 1 <= max(1, last * FEW_STEPS_SHARE)
 
@@ -128,8 +130,6 @@ def _few_steps(run_id: int, params) -> bool:
 def _prompts_saying(run_id: int, text: str) -> list[str]:
     """The ids of the run's prompts whose text has every word of `text` (the prompt set's rows and, for
     R-Zero, the generated questions): a prompt set is thousands of rows, not millions, so read directly."""
-    from webapp.prompts.models import Prompt
-
     terms = _words("prompt_text", text)
     prompts = Prompt.objects.filter(prompt_set__runs=run_id)
     questions = RZeroQuestion.objects.filter(run_id=run_id)

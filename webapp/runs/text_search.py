@@ -13,6 +13,7 @@ in any order, a word being a run of letters and digits (SQLite's unicode61 token
 PostgreSQL the same split by regular expression, not its text-search parser, which drops anything
 that looks like an HTML tag and reads "+3.14" or "e-mail" as words of their own). No stemming.
 """
+import functools
 import re
 
 from django.db import connection, transaction
@@ -28,8 +29,11 @@ TABLE, ROLLOUTS, MARKS = RolloutText._meta.db_table, Rollout._meta.db_table, Tex
 COMMON_PER_ROW = 100
 BATCH = 2000  # rollouts indexed per transaction: four steps at the papers' 8 x 64, under 1 s of work here
 WORD = re.compile(r"[^\W_]+")  # a word as SQLite's unicode61 tokenizer cuts them
-# PostgreSQL: a text's words as a tsvector, cut by the same rule
-DOCUMENT = "array_to_tsvector(array_remove(regexp_split_to_array(lower(text), '[^[:alnum:]]+'), ''))"
+
+
+def document_of(column: str) -> str:
+    """PostgreSQL: the words of a text column as a tsvector, cut by WORD's rule."""
+    return f"array_to_tsvector(array_remove(regexp_split_to_array(lower({column}), '[^[:alnum:]]+'), ''))"
 
 
 def create(conn) -> None:
@@ -68,7 +72,7 @@ def catch_up(run_id: int, limit: int = BATCH) -> int:
             f"ORDER BY id LIMIT %s) batch", [run_id, through, limit])
         if not count:
             return 0
-        document = DOCUMENT if connection.vendor == "postgresql" else "text"
+        document = document_of("text") if connection.vendor == "postgresql" else "text"
         bulk.fetch(f"INSERT INTO {TABLE} (rollout_id, run_id, document) SELECT id, run_id, {document} FROM {ROLLOUTS} "
                    f"WHERE run_id = %s AND id > %s AND id <= %s", [run_id, through, last])
         bulk.fetch(f"UPDATE {MARKS} SET through = %s WHERE run_id = %s", [last, run_id])
@@ -99,7 +103,7 @@ def matching(run_id: int, q: str, limit: int) -> RawSQL:
         cap = COMMON_PER_ROW * limit
         ((count,),) = bulk.fetch(f"SELECT count(*) FROM (SELECT 1 FROM {TABLE} WHERE document @@ %s::tsquery "
                                  f"AND run_id = %s LIMIT %s) matches", [query, run_id, cap])
-        tail = f"{ROLLOUTS}.id > %s AND {DOCUMENT.replace('(text)', f'({ROLLOUTS}.text)')} @@ %s::tsquery"
+        tail = f"{ROLLOUTS}.id > %s AND {document_of(f'{ROLLOUTS}.text')} @@ %s::tsquery"
         if count >= cap:
             # OFFSET 0 keeps the EXISTS a per-row check: without it the planner turns it into the join
             return RawSQL(f"(EXISTS (SELECT 1 FROM {TABLE} t WHERE t.rollout_id = {ROLLOUTS}.id "
@@ -109,13 +113,23 @@ def matching(run_id: int, q: str, limit: int) -> RawSQL:
                       f"AND rollout_id <= %s) OR ({tail}))", [query, run_id, through, through, query],
                       output_field=BooleanField())
     fts = " ".join('"' + term + '"' for term in terms)  # each word a quoted FTS5 string: AND of them all
-    # after the mark, the same rule in Python (SQLite cannot run FTS5's tokenizer on a column)
-    connection.ensure_connection()
-    connection.connection.create_function("evolab_has_words", 2, _has_words, deterministic=True)
+    # after the mark, the same rule in Python (add_sqlite_functions): SQLite cannot run FTS5's tokenizer
+    # on a column
     return RawSQL(f"({ROLLOUTS}.id IN (SELECT CAST(rollout_id AS integer) FROM {TABLE} WHERE {TABLE} MATCH %s "
                   f"AND run_id = %s AND rollout_id <= %s) OR ({ROLLOUTS}.id > %s AND evolab_has_words({ROLLOUTS}.text, %s)))",
                   [fts, run_id, through, through, q], output_field=BooleanField())
 
 
+def add_sqlite_functions(sender, connection, **kwargs) -> None:
+    """On each new SQLite connection (the connection_created signal, RunsConfig.ready)."""
+    if connection.vendor == "sqlite":
+        connection.connection.create_function("evolab_has_words", 2, _has_words, deterministic=True)
+
+
 def _has_words(text: str, q: str) -> bool:
-    return set(words(q)) <= set(words(text or ""))
+    return _word_set(q) <= set(words(text or ""))
+
+
+@functools.lru_cache(maxsize=64)
+def _word_set(q: str) -> frozenset:
+    return frozenset(words(q))  # the same query for every row of a search
