@@ -21,8 +21,8 @@ def test_stored_groups_get_the_summary_ingestion_would_have_written():
                                    reward=reward)
         empty = Group.objects.create(run=run, seq=1, step=1, prompt_id="p2", majority_answer=None)
 
-        migrate_to(AFTER)
-        from webapp.runs.models import Group as NewGroup
+        # the models of that state: later migrations add fields today's Group reads
+        NewGroup = migrate_to(AFTER).get_model("runs", "Group")
 
         summarised = NewGroup.objects.get(pk=group.pk)
         assert (summarised.size, summarised.unique_answers, summarised.reward_mean) == (3, 2, 0.5)
