@@ -18,7 +18,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
+import socket
 import sys
+import threading
+import time
 import traceback
 import warnings
 from dataclasses import dataclass
@@ -411,6 +415,49 @@ class SilentEvents:
         pass
 
 
+# How often a trainer checks that its supervisor's process is still there.
+SUPERVISOR_CHECK_SECONDS = 2.0
+
+
+def stop_when_supervisor_is_gone(pid: int | None, every: float = SUPERVISOR_CHECK_SECONDS) -> threading.Thread | None:
+    """A trainer whose supervisor died (its worker SIGKILLed, OOM-killed) would train on unwatched, its
+    events never read: once process `pid` is gone it signals itself SIGTERM, as a cancel does, so it
+    stops after its step with a checkpoint (GracefulStop), from which the run's next supervisor resumes
+    it. Every rank checks, since a rank's parent is `accelerate launch`, not the supervisor."""
+    if not pid:
+        return None
+
+    def watch() -> None:
+        while True:
+            time.sleep(every)
+            if not process_is_alive(pid):
+                print(f"rl.train: the run's supervisor (process {pid}) is gone; stopping after this step",
+                      file=sys.stderr, flush=True)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    thread = threading.Thread(target=watch, name="supervisor-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def process_is_alive(pid: int) -> bool:
+    """Whether process `pid` runs; a zombie (dead, not yet reaped by its parent) does not."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass  # alive, another user's
+        return True
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rl.train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -419,6 +466,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint in RUN_DIR")
     args = parser.parse_args(argv)
     run_dir = Path(args.out)
+    # only on the supervisor's host: a rank on another node of a Slurm job cannot see its process (srun's
+    # SIGTERM reaches it instead)
+    if os.environ.get("EVOLAB_SUPERVISOR_HOST", socket.gethostname()) == socket.gethostname():
+        stop_when_supervisor_is_gone(int(os.environ.get("EVOLAB_SUPERVISOR_PID") or 0))
     writer = EventWriter if int(os.environ.get("RANK", "0")) == 0 else SilentEvents
     with writer(run_dir) as events:
         try:

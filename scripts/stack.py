@@ -41,7 +41,9 @@ class Stack:
     """Child processes in start order; stop() ends them in reverse order.
 
     Each child gets its own process group so that stop() can signal everything it
-    started (a Celery worker's trainer children included) and nothing else."""
+    started and nothing else. A worker's trainers run in sessions of their own: the worker's
+    SIGTERM asks each to checkpoint and queues its run again (workers/supervisor.py), and a
+    trainer whose worker was killed stops itself (rl/train.py)."""
 
     def __init__(self, log_dir: Path, quiet: bool = False):
         self.log_dir = Path(log_dir)
@@ -85,21 +87,22 @@ class Stack:
         wait_for_port(port, process, what="daphne")
         return process
 
-    def start_worker(self, queues: str = "cpu", concurrency: int = 1, beat: bool = False) -> subprocess.Popen:
+    def start_worker(self, queues: str = "cpu", concurrency: int = 1, beat: bool = False,
+                     loglevel: str = "INFO") -> subprocess.Popen:
         # The threads pool keeps the worker's main thread free to answer pings
         # (/healthz counts workers) while a run supervisor waits on its trainer.
         command = [sys.executable, "-m", "celery", "-A", "workers.celery", "worker", "-Q", queues, "--pool", "threads",
-                   "-c", str(concurrency), "--loglevel", "INFO", "--without-gossip", "--without-mingle",
+                   "-c", str(concurrency), "--loglevel", loglevel, "--without-gossip", "--without-mingle",
                    "-n", f"evolab-{os.getpid()}-{len(self.children)}@%h"]
         if beat:
             # The periodic stalled-run check; one beat per deployment.
             command += ["--beat", "--schedule", str(self.log_dir / "celerybeat-schedule")]
         return self._start("celery-" + queues.rsplit("-", 1)[-1].replace(",", "-"), command)
 
-    def start_alerts_worker(self, prefix: str = "") -> subprocess.Popen:
-        """Alert notifications (webhooks with retries, email) and the stalled-run check get
-        their own worker, so they go out while the training worker is busy with a run."""
-        return self.start_worker(prefix + "alerts", concurrency=4, beat=True)
+    def start_alerts_worker(self, prefix: str = "", loglevel: str = "INFO") -> subprocess.Popen:
+        """Alert notifications (webhooks with retries, email) and the periodic stalled-run and lease
+        checks get their own worker, so they go out while the training worker is busy with a run."""
+        return self.start_worker(prefix + "alerts", concurrency=4, beat=True, loglevel=loglevel)
 
     def alive(self) -> list[str]:
         return [name for name, p in self.children if p.poll() is None]
@@ -109,8 +112,8 @@ class Stack:
             if process.poll() is not None:
                 continue
             try:
-                # SIGTERM to the group: a worker finishes its task, and a trainer child
-                # writes a checkpoint and a `cancelled` status before exiting.
+                # SIGTERM to the group: a worker tells its trainers to checkpoint, waits for
+                # them and hands their runs back to the queue.
                 os.killpg(process.pid, signal.SIGTERM)
             except ProcessLookupError:
                 continue

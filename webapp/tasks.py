@@ -3,24 +3,41 @@ never imports `workers` (dependencies point workers → webapp → rl); the work
 registers the same names in workers/tasks.py."""
 import os
 
+import logging
+
 from celery import Celery
+from django.conf import settings
 from django.db import transaction
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
 
 app = Celery("evolab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-# A training run can outlive Redis' default one-hour visibility timeout; without this the
-# broker would hand the same run to a second worker while the first still trains it.
-app.conf.broker_transport_options = {"visibility_timeout": 30 * 24 * 3600}
+# webapp/settings.py says why an hour (a redelivered run that is still training is left alone).
+app.conf.broker_transport_options = {"visibility_timeout": settings.CELERY_BROKER_VISIBILITY_TIMEOUT}
 
 TRAIN_RUN = "workers.tasks.train_run"
 DELIVER_WEBHOOK = "workers.tasks.deliver_webhook"
 SEND_ALERT_EMAIL = "workers.tasks.send_alert_email"
 CHECK_STALLED = "workers.tasks.check_stalled_runs"
+REAP_RUNS = "workers.tasks.reap_runs"
+
+log = logging.getLogger(__name__)
 
 
 def send_on_commit(name: str, args: list, queue: str, countdown: float | None = None) -> None:
     """Queue task `name` once the current transaction commits (at once outside one), so a
     worker never looks for a row that is not there yet."""
-    transaction.on_commit(lambda: app.send_task(name, args=args, queue=queue, countdown=countdown))
+    transaction.on_commit(lambda: send(name, args=args, queue=queue, countdown=countdown))
+
+
+def send(name: str, args: list, queue: str, countdown: float | None = None) -> bool:
+    """Send task `name` now; False (logged) when the broker cannot be reached. What was committed
+    stays: a queued run is sent again by the lease check (lifecycle.reap) once the broker is back."""
+    try:
+        app.send_task(name, args=args, queue=queue, countdown=countdown,
+                      retry=True, retry_policy={"max_retries": 2, "interval_start": 0.2, "interval_step": 0.5})
+    except Exception as exc:  # noqa: BLE001 - kombu raises its own and socket errors; any one means "not sent"
+        log.warning("task %s%s not sent, the broker is unreachable: %s", name, args, exc)
+        return False
+    return True

@@ -3,17 +3,29 @@ the database, relays cancel requests as SIGTERM, and records how the child ended
 
 A crash of the child never reaches the worker: the child is a separate process and its
 exit code and stderr tail are recorded on the run.
+
+The supervisor holds the run under a lease (webapp/runs/lifecycle.py): it heartbeats the run each
+RUN_HEARTBEAT_SECONDS and stops its trainer as soon as a heartbeat finds the lease lost. The trainer
+runs in a process group of its own (an `accelerate launch` and its rank processes together), so a
+cancel past its grace period kills every one of them; it holds the run's lock (RUN_DIR/trainer.lock)
+for as long as it lives, and a supervisor that finds the lock held stops the trainer left behind by
+a lost supervisor before it starts another. A trainer whose supervisor's process is gone stops
+itself (rl/train.py::stop_when_supervisor_is_gone). When the worker shuts down, the trainer is
+asked to checkpoint and the run is queued again to resume on the next worker.
 """
+import fcntl
 import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+import uuid
 
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from rl import launch
 from rl.methods import get_method
@@ -21,6 +33,7 @@ from webapp.runs import lifecycle, text_search
 from webapp.runs.models import Run, RunEvent
 
 from .ingest import EventTail, ingest_events
+from .shutdown import WORKER_SHUTTING_DOWN
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +42,15 @@ POLL_SECONDS = 0.5
 # longer than this is killed so that cancel always ends.
 CANCEL_GRACE_SECONDS = float(os.environ.get("EVOLAB_CANCEL_GRACE_SECONDS", 120))
 STDERR_TAIL_CHARS = 4000
+LOCK_FILE, PID_FILE = "trainer.lock", "trainer.pid"
 
 
 def trainer_command(run: Run, config_path, resume: bool) -> list[str]:
     """`python -m rl.train ...` for 0 or 1 GPU, `accelerate launch ...` for more (rl/launch.py)."""
     return launch.trainer_command(
-        config_path, run.run_dir, resume=resume, gpus=run.gpus, python=settings.TRAINER_PYTHON or sys.executable
+        config_path, run.run_dir, resume=resume, gpus=run.gpus, python=settings.TRAINER_PYTHON or sys.executable,
+        nodes=settings.TRAINER_NODES, launcher=settings.TRAINER_LAUNCHER,
+        accelerate_config=settings.TRAINER_ACCELERATE_CONFIG or None,
     )
 
 
@@ -108,7 +124,8 @@ def _final_state(run: Run, exit_code: int, cancel_sent: bool) -> tuple[str, str]
 
 
 def supervise(run_id: int) -> str | None:
-    run = lifecycle.claim(run_id)
+    owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    run = lifecycle.claim(run_id, owner)
     if run is None:
         log.info("run %s is not queued; nothing to do", run_id)
         return None
@@ -117,9 +134,17 @@ def supervise(run_id: int) -> str | None:
 
     if not resume:
         _set_aside_stale_run_dir(run)
+    run.run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = _take_run_lock(run, owner)
+    except RunLocked as exc:
+        lifecycle.finish(run, Run.FAILED, str(exc), None, "", owner=owner)
+        return Run.FAILED
     config_path = _prepare_run_dir(run)
     stdout_path, stderr_path = run.run_dir / "stdout.log", run.run_dir / "stderr.log"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    # the trainer stops itself if this process dies (rl/train.py::stop_when_supervisor_is_gone)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "EVOLAB_SUPERVISOR_PID": str(os.getpid()),
+           "EVOLAB_SUPERVISOR_HOST": socket.gethostname()}
     with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
         child = subprocess.Popen(
             trainer_command(run, config_path, resume),
@@ -127,46 +152,170 @@ def supervise(run_id: int) -> str | None:
             stdout=out,
             stderr=err,
             env=env,
-            # Same process group as the worker on purpose: stopping the worker's group
-            # (`make demo`'s Ctrl-C, a deploy) also SIGTERMs the trainer, which then
-            # checkpoints, so the run ends `cancelled` and can be resumed.
+            # A process group of its own: a cancel's kill reaches accelerate's rank processes too, and
+            # stopping the worker's group does not kill the trainer mid-step (the worker's shutdown
+            # signal asks it to checkpoint instead, see _watch).
+            start_new_session=True,
+            # the trainer holds the run's lock for as long as it lives
+            pass_fds=(lock.fileno(),),
         )
+    (run.run_dir / PID_FILE).write_text(f"{child.pid} {owner}\n")
+    lock.close()  # the child's copy holds it now
     try:
-        exit_code, cancel_sent = _watch(run, child)
+        exit_code, cancel_sent, handed_back = _watch(run, child, owner)
     except Exception as exc:
         # The supervisor itself failed (a corrupt log line, a lost database): stop the
         # trainer rather than leave it training unwatched, and say why on the run.
-        child.kill()
+        _kill_group(child.pid, signal.SIGKILL)
         child.wait()
-        lifecycle.finish(run, Run.FAILED, f"the run supervisor stopped: {exc}", child.returncode, _tail(stderr_path))
+        lifecycle.finish(run, Run.FAILED, f"the run supervisor stopped: {exc}", child.returncode, _tail(stderr_path),
+                         owner=owner)
         raise
-    state, message = _final_state(run, exit_code, cancel_sent)
-    lifecycle.finish(run, state, message, exit_code, _tail(stderr_path) if state == Run.FAILED else "")
+    if exit_code is None:
+        log.warning("run %s: lease lost; its trainer was stopped and the run left to its new owner", run.pk)
+        return None
+    state, message = _until_stored(_final_state, run, exit_code, cancel_sent)
+    shut_down = f"the worker shut down at step {run.last_step}; resuming from its last checkpoint on the next worker"
+    if handed_back and state == Run.CANCELLED and _until_stored(lifecycle.hand_back, run, owner, shut_down):
+        log.info("run %s handed back to the queue (worker shutting down)", run.pk)
+        return Run.QUEUED
+    _until_stored(lifecycle.finish, run, state, message, exit_code, _tail(stderr_path) if state == Run.FAILED else "",
+                  owner)
     log.info("run %s ended %s (exit code %s)", run.pk, state, exit_code)
     return state
 
 
-def _watch(run: Run, child: subprocess.Popen) -> tuple[int, bool]:
-    """Ingest the log until the child exits, relaying a cancel as SIGTERM."""
+def _watch(run: Run, child: subprocess.Popen, owner: str) -> tuple[int | None, bool, bool]:
+    """Ingest the log until the child exits, heartbeating the run and relaying a cancel (or the
+    worker's shutdown) as SIGTERM. Returns the exit code (None: the lease was lost and the trainer
+    stopped), whether a cancel was sent, and whether the worker's shutdown was."""
     tail = EventTail(run.run_dir / "events.jsonl")
-    cancel_sent_at = None
+    stop_sent_at, shutting_down = None, False
+    next_heartbeat = time.monotonic() + settings.RUN_HEARTBEAT_SECONDS
     while True:
         for batch in tail.batches():
-            ingest_events(run, batch)
+            _until_stored(ingest_events, run, batch)
         _index_texts(run, text_search.catch_up)  # a bounded batch per poll
         exit_code = child.poll()
         if exit_code is not None:
             break
-        if cancel_sent_at is None and Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
-            child.send_signal(signal.SIGTERM)
-            cancel_sent_at = time.monotonic()
-        elif cancel_sent_at is not None and time.monotonic() - cancel_sent_at > CANCEL_GRACE_SECONDS:
-            child.kill()
+        if time.monotonic() >= next_heartbeat:
+            next_heartbeat = time.monotonic() + settings.RUN_HEARTBEAT_SECONDS
+            if _once(lifecycle.heartbeat, run.pk, owner) is False:  # None: the database is away; try next time
+                _stop(child)
+                return None, False, False
+        if stop_sent_at is None and (WORKER_SHUTTING_DOWN.is_set() or _once(_cancel_requested, run)):
+            shutting_down = WORKER_SHUTTING_DOWN.is_set()
+            _kill_group(child.pid, signal.SIGTERM)
+            stop_sent_at = time.monotonic()
+        elif stop_sent_at is not None and time.monotonic() - stop_sent_at > CANCEL_GRACE_SECONDS:
+            _kill_group(child.pid, signal.SIGKILL)
         time.sleep(POLL_SECONDS)
     for batch in tail.batches():
-        ingest_events(run, batch)
+        _until_stored(ingest_events, run, batch)
     _index_texts(run, text_search.catch_up_fully)
-    return exit_code, cancel_sent_at is not None
+    cancelled = _until_stored(_cancel_requested, run)
+    return exit_code, stop_sent_at is not None, shutting_down and not cancelled
+
+
+def _cancel_requested(run: Run) -> bool:
+    return Run.objects.filter(pk=run.pk, cancel_requested=True).exists()
+
+
+# What a database that went away raises (a restart, a failover, a network cut); anything else
+# (a constraint, a corrupt event) is a real error and stops the supervisor.
+DATABASE_AWAY = (OperationalError, InterfaceError)
+RETRY_SECONDS_MAX = 10.0
+
+
+def _until_stored(write, *args):
+    """`write(*args)` once the database answers: while it is away the trainer trains on and its events
+    wait in the log, so nothing is lost by waiting. Each write is a transaction of its own and safe to
+    repeat (ingestion skips the seqs it holds), so a write cut off mid-way is simply done again."""
+    delay, warned = 0.5, False
+    while True:
+        try:
+            return write(*args)
+        except DATABASE_AWAY as exc:
+            if not warned:
+                log.warning("the database is away (%s); retrying every %.0f s at most", exc, RETRY_SECONDS_MAX)
+                warned = True
+            connection.close()  # a new connection on the next try
+            time.sleep(delay)
+            delay = min(delay * 2, RETRY_SECONDS_MAX)
+
+
+def _once(read, *args):
+    """`read(*args)`, or None when the database is away (a poll's check, tried again at the next poll)."""
+    try:
+        return read(*args)
+    except DATABASE_AWAY:
+        connection.close()
+        return None
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass  # already gone
+
+
+def _stop(child: subprocess.Popen) -> None:
+    """SIGTERM the trainer's group (it checkpoints after its step), SIGKILL it after the grace period."""
+    _kill_group(child.pid, signal.SIGTERM)
+    try:
+        child.wait(timeout=CANCEL_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        pass
+    _kill_group(child.pid, signal.SIGKILL)  # whatever of its group is left (rank processes)
+    child.wait()
+
+
+def _take_run_lock(run: Run, owner: str):
+    """The run's lock, held from here by this supervisor and then by its trainer. Held already means a
+    trainer of an earlier supervisor of this run still lives (its supervisor lost the lease): it is
+    asked to stop (SIGTERM to its process group, which checkpoints), then killed after the grace period,
+    so two trainers never write one run directory."""
+    lock = open(run.run_dir / LOCK_FILE, "a+b")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return lock
+    except BlockingIOError:
+        pass
+    pgid = _recorded_trainer(run)
+    log.warning("run %s: a trainer of an earlier supervisor still runs (process group %s); stopping it", run.pk, pgid)
+    started, sig = time.monotonic(), signal.SIGTERM
+    while True:
+        if pgid:
+            _kill_group(pgid, sig)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if pgid:
+                _kill_group(pgid, signal.SIGKILL)  # the trainer is gone; none of its rank processes may stay
+            return lock
+        except BlockingIOError:
+            pass
+        waited = time.monotonic() - started
+        if waited > CANCEL_GRACE_SECONDS:
+            sig = signal.SIGKILL
+        if waited > CANCEL_GRACE_SECONDS + 30:
+            lock.close()
+            raise RunLocked(f"another trainer of this run (process group {pgid or 'unknown'}, on a host that shares "
+                            f"its directory?) still holds {run.run_dir / LOCK_FILE}; stop it, then resume the run")
+        _once(lifecycle.heartbeat, run.pk, owner)
+        time.sleep(POLL_SECONDS)
+
+
+class RunLocked(Exception):
+    pass
+
+
+def _recorded_trainer(run: Run) -> int | None:
+    try:
+        return int((run.run_dir / PID_FILE).read_text().split()[0])
+    except (FileNotFoundError, ValueError, IndexError):
+        return None
 
 
 def _index_texts(run: Run, how) -> None:
@@ -176,3 +325,5 @@ def _index_texts(run: Run, how) -> None:
         how(run.pk)
     except DatabaseError as exc:
         log.warning("run %s: rollout texts left unindexed for now: %s", run.pk, exc)
+        if isinstance(exc, DATABASE_AWAY):
+            connection.close()

@@ -3,7 +3,8 @@ the web side, which sends them by name (webapp/tasks.py)."""
 from celery import shared_task
 
 from webapp.alerts import delivery, engine
-from webapp.tasks import CHECK_STALLED, DELIVER_WEBHOOK, SEND_ALERT_EMAIL, TRAIN_RUN
+from webapp.runs import lifecycle
+from webapp.tasks import CHECK_STALLED, DELIVER_WEBHOOK, REAP_RUNS, SEND_ALERT_EMAIL, TRAIN_RUN
 
 from .supervisor import supervise
 
@@ -32,3 +33,10 @@ def send_alert_email(alert_id: int, event: str):
 def check_stalled_runs():
     """Periodic (celery beat in the alerts worker): running runs whose log went silent."""
     return engine.check_stalled()
+
+
+@shared_task(name=REAP_RUNS)
+def reap_runs():
+    """Periodic (celery beat): runs whose supervisor's lease expired are re-queued with resume or
+    failed, and queued runs whose task message may be lost are sent again (lifecycle.reap)."""
+    return lifecycle.reap()

@@ -2,6 +2,7 @@
 import json
 import threading
 import time
+from pathlib import Path
 
 import requests
 from websockets.sync.client import connect
@@ -88,3 +89,20 @@ def off_loop(fn, *args, **kwargs):
 def sign_in(page, live_stack, session_key):
     """Sign the browser in with a session made by Django's test client."""
     page.context.add_cookies([{"name": "sessionid", "value": session_key, "url": live_stack.url}])
+
+
+def trainer_pids(run_dir) -> list[int]:
+    """The rl.train processes of the run in `run_dir` on this machine (its config path is on their
+    command line)."""
+    needle = str(Path(run_dir) / "config.json").encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"rl.train" in cmdline and needle in cmdline:
+            found.append(int(entry.name))
+    return found

@@ -8,11 +8,11 @@ from rl.alert_rule_specs import AlertRuleError, validate_overrides
 from rl.methods import HyperparameterError, get_method, validate_hyperparameters
 from webapp.accounts.access import require_role
 from webapp.accounts.models import Membership
-
-from webapp.tasks import TRAIN_RUN, send_on_commit
+from webapp.numbers import is_whole_number
+from webapp.plain_text import control_character
 
 from . import lifecycle
-from .models import Run
+from .models import Run, RunEvent
 
 MAX_STEPS_LIMIT = 100_000
 
@@ -38,17 +38,13 @@ def queue_for(gpus: int) -> str:
     return settings.QUEUE_PREFIX + ("gpu" if gpus > 0 else "cpu")
 
 
-def _enqueue(run: Run) -> None:
-    send_on_commit(TRAIN_RUN, [run.pk], queue=run.queue)
-
-
 def launch_run(*, user, name, method, prompt_set, model="default", hyperparameters=None, max_steps=None, seed=0,
                gpus=None, queue=None, eval_prompt_set=None, tags=None, cloned_from=None) -> Run:
     """Create a queued run in the prompt set's team and queue it. The user must be a
     member or admin of that team (PermissionDenied otherwise). `cloned_from`: the run
     this one was cloned from (the launch form pre-filled from it), recorded as such."""
     require_role(user, prompt_set.team, Membership.MEMBER)
-    name = (name or "").strip()
+    name = _plain_text(name, "name", Run._meta.get_field("name").max_length)
     if not name:
         raise RunInputError("a run needs a name", "name")
     hyperparameters = dict(hyperparameters or {})
@@ -80,25 +76,10 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
         raise RunInputError(
             f"{spec.title} needs reference answers and the prompt set {prompt_set.name!r} has no labels{hint}", "prompt_set"
         )
-    try:
-        max_steps = int(max_steps if max_steps not in (None, "") else 20)
-    except (TypeError, ValueError):
-        raise RunInputError(f"max_steps must be a whole number, not {max_steps!r}", "max_steps") from None
-    if not 1 <= max_steps <= MAX_STEPS_LIMIT:
-        raise RunInputError(f"max_steps must be between 1 and {MAX_STEPS_LIMIT}, not {max_steps}", "max_steps")
-    try:
-        seed = int(seed or 0)
-    except (TypeError, ValueError):
-        raise RunInputError(f"seed must be a whole number, not {seed!r}", "seed") from None
-    model = (model or "default").strip()
-    if gpus in (None, ""):
-        gpus = default_gpus(model)
-    try:
-        gpus = int(gpus)
-    except (TypeError, ValueError):
-        raise RunInputError(f"gpus must be a whole number, not {gpus!r}", "gpus") from None
-    if not 0 <= gpus <= MAX_GPUS:
-        raise RunInputError(f"gpus must be between 0 and {MAX_GPUS}, not {gpus}", "gpus")
+    max_steps = _whole_number(20 if max_steps in (None, "") else max_steps, "max_steps", 1, MAX_STEPS_LIMIT)
+    seed = _whole_number(seed or 0, "seed", 0, MAX_SEED)
+    model = _plain_text(model, "model", Run._meta.get_field("model").max_length) or "default"
+    gpus = _whole_number(default_gpus(model) if gpus in (None, "") else gpus, "gpus", 0, MAX_GPUS)
     with transaction.atomic():
         run = Run.objects.create(
             name=name,
@@ -117,8 +98,46 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
             cloned_from=cloned_from,
         )
         lifecycle.queued(run)
-        _enqueue(run)
+        lifecycle.dispatch(run)
     return run
+
+
+MAX_SEED = 2**31 - 1  # Run.seed is a 32-bit integer; torch and numpy take any of these
+
+
+def _whole_number(value, field: str, low: int, high: int) -> int:
+    """A whole number from JSON or a form: an int, an integral float, or a string of digits; anything
+    else (true, 2.5, Infinity, 1e400, '²') is an error naming the field, as is one outside low..high."""
+    number = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        if is_whole_number(text.removeprefix("-")):
+            number = int(text)
+    if number is None:
+        raise RunInputError(f"{field} must be a whole number, not {value!r}", field)
+    if not low <= number <= high:
+        raise RunInputError(f"{field} must be between {low} and {high}, not {number}", field)
+    return number
+
+
+def _plain_text(value, field: str, max_length: int) -> str:
+    """Stripped text of at most max_length characters, without control characters (NUL, which PostgreSQL
+    refuses) or unpaired surrogates."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise RunInputError(f"{field} must be text, not {value!r}", field)
+    text = value.strip()
+    if len(text) > max_length:
+        raise RunInputError(f"{field} is {len(text):,} characters long; at most {max_length} are accepted", field)
+    bad = control_character(text)
+    if bad is not None:
+        raise RunInputError(f"{field} holds the control character {bad!a}; use printable text", field)
+    return text
 
 
 def _clean_tags(tags) -> list[str]:
@@ -130,7 +149,7 @@ def _clean_tags(tags) -> list[str]:
         raise RunInputError("tags must be a list of words or a comma-separated string", "tags")
     cleaned = []
     for tag in tags:
-        tag = str(tag).strip()
+        tag = _plain_text(str(tag), "tags", 1000)
         if len(tag) > 50:
             raise RunInputError(f"tag {tag[:50]!r}... is longer than 50 characters", "tags")
         if tag and tag not in cleaned:
@@ -146,6 +165,7 @@ def cancel_run(run: Run, user) -> Run:
     require_role(user, run.team_id, Membership.MEMBER)
     Run.objects.filter(pk=run.pk, state__in=[Run.QUEUED, Run.RUNNING]).update(cancel_requested=True)
     lifecycle.end_cancelled_before_start(run.pk)
+    lifecycle.reap_run(run.pk)  # a run whose supervisor is gone has nobody to relay the cancel: it ends now
     run.refresh_from_db()
     return run
 
@@ -154,12 +174,15 @@ def resume_run(run: Run, user) -> Run:
     require_role(user, run.team_id, Membership.MEMBER)
     if run.state not in (Run.CANCELLED, Run.FAILED):
         raise RunInputError(f"only a cancelled or failed run can be resumed; this one is {run.state}", "state")
-    checkpoints = run.run_dir / "checkpoints"
-    if not checkpoints.is_dir() or not any(checkpoints.iterdir()):
-        raise RunInputError("this run has no checkpoint to resume from", "state")
+    # What the ingested log knows, not the run directory: that lives on the workers' disk, which the web
+    # process may not see (several hosts). A trainer whose supervisor died may have checkpointed after its
+    # last ingested event, so a run with none recorded still resumes: from what the worker finds, or from
+    # step 0 (rl/train.py says so in the log), its replayed steps superseding the earlier ones.
+    last = RunEvent.objects.filter(run=run, type="checkpoint").order_by("-seq").values_list("step", flat=True).first()
+    message = (f"resuming from the checkpoint of step {last} or a later one" if last is not None else
+               "no checkpoint is recorded: resuming from the last one on the workers' disk, or from step 0")
     with transaction.atomic():
-        lifecycle.requeue_for_resume(run)
-        _enqueue(run)
+        lifecycle.requeue_for_resume(run, message=message)
     return run
 
 

@@ -6,6 +6,7 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 from rl.methods import METHODS
 from webapp.accounts.access import team_for_new_object
 from webapp.api import api_view, error, json_body
+from webapp.numbers import is_whole_number, whole_number
 from webapp.prompts.models import PromptSet
 
 from . import exports, series
@@ -79,10 +80,10 @@ def runs(request):
     try:
         run = launch_run(
             user=request.user,
-            name=str(data["name"]),
+            name=data["name"],  # launch_run checks it is text
             method=str(data["method"]),
             prompt_set=prompt_set,
-            model=str(data.get("model") or "default"),
+            model=data.get("model") or "default",
             hyperparameters=hyperparameters,
             max_steps=data.get("max_steps"),
             seed=data.get("seed", 0),
@@ -96,10 +97,9 @@ def runs(request):
 
 
 def _visible_prompt_set(user, value):
-    try:
-        return PromptSet.objects.visible_to(user).filter(pk=int(value)).first()
-    except (TypeError, ValueError):
-        return None
+    # an id as a JSON number or a string of digits; 1e400, true or "²" find nothing (never a 500)
+    pk = value if type(value) is int and 0 < value < 2**63 else whole_number(value)
+    return PromptSet.objects.visible_to(user).filter(pk=pk).first() if pk else None
 
 
 @api_view(["GET"])
@@ -292,7 +292,7 @@ def parse_run_ids(values) -> tuple[list[int], str | None]:
         part = part.strip()
         if not part:
             continue
-        if not part.isdigit():
+        if not is_whole_number(part):
             return [], f"runs must be run ids separated by commas, not {part!r}"
         if int(part) not in ids:
             ids.append(int(part))

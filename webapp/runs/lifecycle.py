@@ -1,15 +1,33 @@
-"""A run's lifecycle: claim, finish, cancel before start, requeue for resume. Each
-transition writes the run's state and, on commit, tells the run's watchers (`status` on
-ws/runs/{id}/) and its team's (`run` on ws/teams/{id}/: the live run list).
+"""A run's lifecycle: dispatch, claim, heartbeat, finish, hand back, cancel before start, requeue
+for resume, and reaping runs whose supervisor is gone. Each transition writes the run's state and,
+on commit, tells the run's watchers (`status` on ws/runs/{id}/) and its team's (`run` on
+ws/teams/{id}/: the live run list).
 
-Action functions (actions.py) validate what a user asks for and call these; the
-supervisor (workers/) calls them for what the trainer does."""
+Action functions (actions.py) validate what a user asks for and call these; the supervisor
+(workers/) calls them for what the trainer does, and the periodic `reap_runs` task calls `reap`.
+
+The lease: a supervisor claims a run under its own name (`owner`) and heartbeats it; every later
+write of the run by that supervisor names the owner too, so a supervisor that lost its lease (its
+run re-queued and perhaps claimed by another) changes nothing. A running run silent for
+RUN_LEASE_SECONDS has lost its supervisor (a worker killed, its host gone): `reap` re-queues it
+with resume, at most RUN_AUTO_RESUMES times, then fails it; a cancel request on it ends it
+`cancelled`. Its orphaned trainer, if still alive, stops itself when its supervisor's process is
+gone (rl/train.py) and is killed by the next supervisor of the run before it starts another
+(workers/supervisor.py, the run's lock)."""
+import logging
+from datetime import timedelta
+
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from webapp.live import push_on_commit
+from webapp.tasks import TRAIN_RUN, send_on_commit
 
 from .models import Run
+
+log = logging.getLogger(__name__)
 
 
 def run_message(run: Run) -> dict:
@@ -45,12 +63,21 @@ def queued(run: Run) -> None:
     push_on_commit(team_id=run.team_id, messages=[run_message(run)])
 
 
-def claim(run_id: int) -> Run | None:
-    """Move a queued run to running. Only one supervisor can win, so a task delivered
-    twice (a broker redelivery, a double click) never starts two trainers."""
+def dispatch(run: Run) -> None:
+    """Send the run's train task once this transaction commits, and note when (a queued run whose
+    message was lost is sent again by `reap`)."""
+    Run.objects.filter(pk=run.pk).update(dispatched_at=timezone.now())
+    send_on_commit(TRAIN_RUN, [run.pk], queue=run.queue)
+
+
+def claim(run_id: int, owner: str = "") -> Run | None:
+    """Move a queued run to running under `owner`'s lease. Only one supervisor can win, so a task
+    delivered twice (a broker redelivery, a re-sent message, a double click) never starts two trainers."""
     with transaction.atomic():
+        now = timezone.now()
         claimed = Run.objects.filter(pk=run_id, state=Run.QUEUED, cancel_requested=False).update(
-            state=Run.RUNNING, started_at=timezone.now(), finished_at=None, exit_code=None, message=""
+            state=Run.RUNNING, started_at=now, finished_at=None, exit_code=None, message="",
+            supervisor=owner, heartbeat_at=now,
         )
         if claimed:
             announce(run_id)
@@ -72,31 +99,130 @@ def end_cancelled_before_start(run_id: int) -> bool:
     return bool(ended)
 
 
-def requeue_for_resume(run: Run) -> None:
+def requeue_for_resume(run: Run, message: str = "") -> None:
+    """A user's resume: queued again, to continue from the last checkpoint, and sent to a worker."""
     with transaction.atomic():
         Run.objects.filter(pk=run.pk).update(
-            state=Run.QUEUED, resume_requested=True, cancel_requested=False, finished_at=None, message="", exit_code=None
+            state=Run.QUEUED, resume_requested=True, cancel_requested=False, finished_at=None, message=message,
+            exit_code=None, supervisor="", heartbeat_at=None, auto_resumes=0,
         )
         announce(run.pk)
+        dispatch(run)
     run.refresh_from_db()
 
 
-def finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tail: str) -> None:
-    """The trainer has exited: record how, tell watchers, and raise `run_failed` on failure."""
+def heartbeat(run_id: int, owner: str) -> bool:
+    """The supervisor still holds the run; False when it has lost the lease (re-queued, cancelled by
+    `reap`, or claimed by another supervisor): the caller must stop its trainer and write nothing more."""
+    return bool(Run.objects.filter(pk=run_id, state=Run.RUNNING, supervisor=owner)
+                .update(heartbeat_at=timezone.now()))
+
+
+def hand_back(run: Run, owner: str, message: str) -> bool:
+    """The worker is shutting down and the trainer has checkpointed: the run is queued to resume on
+    the next worker instead of ending (nobody cancelled it)."""
+    with transaction.atomic():
+        handed = Run.objects.filter(pk=run.pk, state=Run.RUNNING, supervisor=owner).update(
+            state=Run.QUEUED, resume_requested=True, message=message, supervisor="", heartbeat_at=None)
+        if handed:
+            announce(run.pk)
+            dispatch(run)
+    return bool(handed)
+
+
+def finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tail: str, owner: str | None = None) -> bool:
+    """The trainer has exited: record how, tell watchers, and raise `run_failed` on failure. With
+    `owner`, only while that supervisor still holds the run (False otherwise, and nothing is written)."""
     from webapp.alerts.engine import end_of_run, run_failed
 
     with transaction.atomic():
-        Run.objects.filter(pk=run.pk).update(
+        rows = Run.objects.filter(pk=run.pk)
+        if owner is not None:
+            rows = rows.filter(state=Run.RUNNING, supervisor=owner)
+        finished = rows.update(
             state=state,
             message=message,
             exit_code=exit_code,
             stderr_tail=stderr_tail,
             finished_at=timezone.now(),
             cancel_requested=False,
+            supervisor="",
+            heartbeat_at=None,
         )
+        if not finished:
+            return False
         announce(run.pk)
         run.refresh_from_db()
         if state == Run.FAILED:
             run_failed(run)
         else:
             end_of_run(run)
+    return True
+
+
+def _lease_expired(now) -> Q:
+    # a run claimed before leases existed has no heartbeat: its start time stands in
+    cutoff = now - timedelta(seconds=settings.RUN_LEASE_SECONDS)
+    return Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
+
+
+def reap(now=None) -> dict:
+    """Runs whose supervisor is gone, and queued runs whose task message may be lost. Safe to run
+    twice at once: each run is re-checked under a row lock."""
+    now = now or timezone.now()
+    orphans = list(Run.objects.filter(_lease_expired(now), state=Run.RUNNING).values_list("pk", flat=True))
+    outcomes = {"resumed": [], "failed": [], "cancelled": [], "redispatched": []}
+    for run_id in orphans:
+        outcome = reap_run(run_id, now)
+        if outcome:
+            outcomes[outcome].append(run_id)
+    cutoff = now - timedelta(seconds=settings.RUN_REDISPATCH_SECONDS)
+    lost = Run.objects.filter(Q(dispatched_at__lt=cutoff) | Q(dispatched_at__isnull=True, created_at__lt=cutoff),
+                              state=Run.QUEUED, cancel_requested=False)
+    for run in lost:
+        with transaction.atomic():
+            dispatch(run)
+        outcomes["redispatched"].append(run.pk)
+    if any(outcomes.values()):
+        log.warning("lease check: %s", outcomes)
+    return outcomes
+
+
+def reap_run(run_id: int, now=None) -> str | None:
+    """End or re-queue one running run whose lease has expired; None if it has not (or is not running)."""
+    from webapp.alerts.engine import end_of_run, run_failed
+
+    now = now or timezone.now()
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(_lease_expired(now), pk=run_id, state=Run.RUNNING).first()
+        if run is None:
+            return None
+        silent = f"its worker stopped answering (last heartbeat {_when(run.heartbeat_at or run.started_at)})"
+        run.supervisor, run.heartbeat_at = "", None
+        if run.cancel_requested:
+            run.state, run.message, outcome = Run.CANCELLED, f"cancelled; {silent}", "cancelled"
+        elif run.auto_resumes < settings.RUN_AUTO_RESUMES:
+            run.auto_resumes += 1
+            run.state, run.resume_requested, outcome = Run.QUEUED, True, "resumed"
+            run.message = (f"{silent}; resuming from its last checkpoint "
+                           f"(automatic resume {run.auto_resumes} of {settings.RUN_AUTO_RESUMES})")
+        else:
+            run.state, outcome = Run.FAILED, "failed"
+            run.message = (f"{silent}, after {run.auto_resumes} automatic resumes; resume it once a worker "
+                           f"is healthy")
+        if run.state != Run.QUEUED:
+            run.finished_at, run.cancel_requested = now, False
+        run.save(update_fields=["state", "message", "supervisor", "heartbeat_at", "auto_resumes",
+                                "resume_requested", "finished_at", "cancel_requested"])
+        announce(run.pk)
+        if outcome == "resumed":
+            dispatch(run)
+        elif outcome == "failed":
+            run_failed(run)
+        else:
+            end_of_run(run)
+    return outcome
+
+
+def _when(moment) -> str:
+    return timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z") if moment else "never"

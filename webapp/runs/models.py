@@ -63,6 +63,14 @@ class Run(models.Model):
     last_step = models.IntegerField(null=True, blank=True)
     # Steps below this are kept as MetricChunk rows, steps from it on as MetricPoint rows (webapp/runs/series.py).
     series_closed_until = models.IntegerField(default=0)
+    # The lease (webapp/runs/lifecycle.py): who supervises the running run ("host:pid:token") and when
+    # it last said so; a run whose heartbeat is older than RUN_LEASE_SECONDS has lost its supervisor.
+    supervisor = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Times the run was re-queued with resume after losing its supervisor (bounded by RUN_AUTO_RESUMES).
+    auto_resumes = models.PositiveSmallIntegerField(default=0)
+    # When its train task was last sent: a queued run whose message was lost is sent again.
+    dispatched_at = models.DateTimeField(null=True, blank=True)
 
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -251,6 +259,8 @@ class Group(models.Model):
     unique_answers = models.PositiveIntegerField(null=True)
     similarity_mean = models.FloatField(null=True)
     reward_mean = models.FloatField(null=True)
+    # A later group replaced it: its step was run again after a resume (workers/ingest.py::_supersede).
+    superseded = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["step", "seq"]
@@ -306,6 +316,9 @@ class Rollout(models.Model):
     used_for_training = models.BooleanField(default=True)
     entropy = models.FloatField(null=True)
     extra = models.JSONField(default=dict)
+    # Its step was run again after a resume (workers/ingest.py::_supersede): kept, marked, left out of
+    # the search and the pages unless asked for. A database default: ingestion COPYs rollouts without it.
+    superseded = models.BooleanField(default=False, db_default=False)
 
     class Meta:
         ordering = ["index"]
@@ -329,6 +342,7 @@ class Rollout(models.Model):
             "used_for_training": self.used_for_training,
             "entropy": self.entropy,
             "extra": self.extra,
+            "superseded": self.superseded,
         }
         if with_text:
             data["text"] = self.text
