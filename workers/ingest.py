@@ -228,7 +228,8 @@ def _with_derived_health(run: Run, events: list[dict]) -> list[dict]:
     by_step: dict[int, list] = {}
     rows = bulk.fetch(
         f"SELECT g.step, r.group_id, r.valid, r.length, r.reward, r.used_for_training FROM {Rollout._meta.db_table} r "
-        f"JOIN {Group._meta.db_table} g ON g.id = r.group_id WHERE g.run_id = %s AND g.step IN ({bulk.placeholders(steps)})",
+        f"JOIN {Group._meta.db_table} g ON g.id = r.group_id WHERE g.run_id = %s AND NOT g.superseded "
+        f"AND g.step IN ({bulk.placeholders(steps)})",
         [run.pk, *sorted(steps)])
     for step, group_id, valid, length, reward, trained in rows:
         by_step.setdefault(step, []).append((group_id, bool(valid), length, reward, bool(trained)))
@@ -274,6 +275,7 @@ def _store_groups(run, events):
     group_events = [e for e in events if e["type"] == "group"]
     if not group_events:
         return
+    _supersede(run, group_events)
     groups = Group.objects.bulk_create([_group(run, e) for e in group_events])
     bulk.copy_rows(Rollout._meta.db_table, ROLLOUT_COLUMNS, (
         (
@@ -295,6 +297,21 @@ def _store_groups(run, events):
         for group, e in zip(groups, group_events)
         for r in e.get("rollouts", [])
     ))
+
+
+def _supersede(run, group_events) -> None:
+    """A resumed trainer runs again the steps after its checkpoint: the groups (and their rollouts) an
+    earlier attempt logged for those steps are marked superseded, kept but left out of the pages,
+    counts and search. Before any group of a later seq is stored at a step at or after the batch's
+    first, so in a run that never resumed this is one index probe that finds nothing."""
+    steps = [e["step"] for e in group_events if isinstance(e.get("step"), int)]
+    if not steps:
+        return
+    earlier = list(Group.objects.filter(run=run, step__gte=min(steps), seq__lt=min(e["seq"] for e in group_events),
+                                        superseded=False).values_list("id", flat=True))
+    if earlier:
+        Group.objects.filter(id__in=earlier).update(superseded=True)
+        Rollout.objects.filter(group_id__in=earlier).update(superseded=True)
 
 
 def _group(run, event) -> Group:

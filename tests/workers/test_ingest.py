@@ -4,7 +4,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from tests.factories import event_log, make_prompt_set
+from tests.factories import event_log, live_messages, make_prompt_set
 from webapp.runs.models import Group, MetricPoint, Rollout, Run, RunEvent
 from webapp.runs.queries import metric_series
 from workers.ingest import EventTail, ingest_events
@@ -63,10 +63,10 @@ def test_it_pushes_each_new_event_to_the_runs_channel_group(run):
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(run_group_name(run.pk), channel)
     ingest_events(run, event_log(steps=1))
-    message = async_to_sync(layer.receive)(channel)
-    kinds = [m["type"] for m in message["messages"]]
+    messages = live_messages(async_to_sync(layer.receive)(channel))
+    kinds = [m["type"] for m in messages]
     assert kinds == ["status", "group", "group", "metrics", "status"]
-    assert message["messages"][3]["values"]["entropy"] == 1.0
+    assert messages[3]["values"]["entropy"] == 1.0
 
 
 def test_one_poll_tells_the_run_page_its_events_and_the_team_run_list_its_progress(run):
@@ -77,8 +77,8 @@ def test_one_poll_tells_the_run_page_its_events_and_the_team_run_list_its_progre
     async_to_sync(layer.group_add)(run_group_name(run.pk), page)
     async_to_sync(layer.group_add)(team_group_name(run.team_id), run_list)
     ingest_events(run, event_log(steps=1))
-    assert [m["type"] for m in async_to_sync(layer.receive)(page)["messages"]][3] == "metrics"
-    (progress,) = async_to_sync(layer.receive)(run_list)["messages"]
+    assert [m["type"] for m in live_messages(async_to_sync(layer.receive)(page))][3] == "metrics"
+    (progress,) = live_messages(async_to_sync(layer.receive)(run_list))
     assert progress["type"] == "run" and progress["last_step"] == 1 and progress["health"]["entropy"] == 1.0
 
 

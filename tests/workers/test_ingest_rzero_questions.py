@@ -3,7 +3,7 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from tests.factories import make_prompt_set
+from tests.factories import live_messages, make_prompt_set
 from webapp.live import run_group_name
 from webapp.runs.models import Run, RunEvent, RZeroQuestion
 from workers.ingest import ingest_events
@@ -66,5 +66,5 @@ def test_a_question_set_is_announced_on_the_runs_channel(run):
     channel = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(run_group_name(run.pk), channel)
     ingest_events(run, [questions(0, [row(0, kept=True), row(1)], iteration=2)])
-    (message,) = async_to_sync(layer.receive)(channel)["messages"]
+    (message,) = live_messages(async_to_sync(layer.receive)(channel))
     assert message == {"type": "questions", "iteration": 2, "offset": 0, "count": 2, "total": 2}

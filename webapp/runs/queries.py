@@ -211,8 +211,9 @@ def step_bounds(run: Run, step: int | None) -> dict:
 
 
 def groups_at(run: Run, step: int | None, prompt_id: str | None = None):
-    """The groups of one step (the latest when step is None), rollouts prefetched."""
-    groups = Group.objects.filter(run=run)
+    """The groups of one step (the latest when step is None), rollouts prefetched; groups a resumed
+    trainer logged again replace the earlier attempt's (superseded)."""
+    groups = Group.objects.filter(run=run, superseded=False)
     if step is None:
         last = groups.order_by("-step").values_list("step", flat=True).first()
         if last is None:

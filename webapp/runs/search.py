@@ -19,6 +19,7 @@ from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from webapp.prompts.models import Prompt
+from webapp.numbers import MAX_DIGITS, whole_number
 
 from . import bulk, search_indexes, text_search
 from .models import Group, Rollout, Run, RZeroQuestion
@@ -32,14 +33,14 @@ MAX_PROMPTS_MATCHED = 10_000
 # (a page of 50 by another order walks about 50 / share rows of that order's index; below about 1%
 # sorting the range's rollouts costs less).
 FEW_STEPS_SHARE = 0.01
-BOOLEANS = {"in_majority": "in_majority", "valid": "valid", "trained": "used_for_training"}
+BOOLEANS = {"in_majority": "in_majority", "valid": "valid", "trained": "used_for_training", "superseded": "superseded"}
 TRUE, FALSE = {"true", "1", "yes"}, {"false", "0", "no"}
 EXTRA_KEY_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
 
 
 # the query parameters a search reads (GET /api/runs/{id}/rollouts/search and its page)
 SEARCH_PARAMS = ("q", "prompt", "prompt_text", "step_min", "step_max", "answer", "in_majority", "valid", "trained", "reward_min",
-                 "reward_max", "order", "limit", "cursor")
+                 "reward_max", "superseded", "order", "limit", "cursor")
 
 
 def search_orders(run) -> list[str]:
@@ -173,6 +174,8 @@ def _filters(params) -> dict:
             out[column] = False
         elif value:
             raise SearchError(name, f"{name} must be true or false, not {params.get(name)!r}")
+    # the rollouts of steps run again after a resume replace the earlier attempt's; superseded=true shows those
+    out.setdefault("superseded", False)
     return out
 
 
@@ -180,10 +183,10 @@ def _integer(params, name: str, default):
     text = params.get(name)
     if text in (None, ""):
         return default
-    try:
-        return int(str(text).strip())
-    except ValueError:
-        raise SearchError(name, f"{name} must be a whole number, not {text!r}") from None
+    number = whole_number(str(text).strip())
+    if number is None:
+        raise SearchError(name, f"{name} must be a whole number of at most {MAX_DIGITS} digits, not {text!r}")
+    return number
 
 
 def _number(params, name: str) -> float:
