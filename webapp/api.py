@@ -56,3 +56,31 @@ def json_body(request) -> dict:
     if not isinstance(data, dict):
         raise ValueError("the request body must be a JSON object")
     return data
+
+
+def server_error(request):
+    """handler500: the API promises JSON, so an unexpected failure under /api/ is a JSON 500 (the
+    traceback goes to the log, as Django logs every 500); pages keep Django's HTML page."""
+    from django.views import defaults
+
+    if request.path.startswith("/api/"):
+        return error("the server failed on this request; the error is in its log", 500)
+    return defaults.server_error(request)
+
+
+def not_found(request, exception=None):
+    """handler404: a JSON 404 under /api/ (an unknown endpoint or object), Django's page elsewhere."""
+    from django.views import defaults
+
+    if request.path.startswith("/api/"):
+        return error(f"nothing at {request.path}", 404)
+    return defaults.page_not_found(request, exception)
+
+
+def bad_request(request, exception=None):
+    """handler400 (a malformed request Django itself refused): JSON under /api/."""
+    from django.views import defaults
+
+    if request.path.startswith("/api/"):
+        return error("the request is malformed", 400)
+    return defaults.bad_request(request, exception)

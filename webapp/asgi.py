@@ -11,7 +11,11 @@ os.environ.setdefault("EVOLAB_DB_POOL", "1")
 from django.conf import settings  # noqa: E402
 from django.core.wsgi import get_wsgi_application  # noqa: E402
 
+from webapp import body_limit  # noqa: E402
 from webapp.http_bridge import WSGIBridge  # noqa: E402
+
+# an oversized request body is refused before daphne reads it (webapp/body_limit.py says why)
+body_limit.install(settings.REQUEST_BODY_MAX_BYTES)
 
 # HTTP runs through Django's WSGI handler, each request whole on one of a pool of threads (a2wsgi).
 # Our views and middleware are synchronous; under Django's ASGI handler a request hopped between

@@ -2,11 +2,15 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from webapp.accounts.sign_in import SignInView
+from webapp.numbers import register_id_converter
 from webapp.runs.views import healthz
+
+register_id_converter()  # <id:pk> in every URL module included below
 
 urlpatterns = [
     path("healthz", healthz),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", include("webapp.api_urls")),
@@ -16,3 +20,6 @@ urlpatterns = [
 ]
 
 handler403 = "webapp.accounts.views.forbidden"
+handler400 = "webapp.api.bad_request"
+handler404 = "webapp.api.not_found"
+handler500 = "webapp.api.server_error"

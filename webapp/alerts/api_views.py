@@ -8,6 +8,7 @@ from rl.alert_rule_specs import RULES, AlertRuleError, defaults, resolve_thresho
 from webapp.accounts.access import require_role
 from webapp.accounts.models import Membership, Team
 from webapp.api import api_view, error, json_body
+from webapp.numbers import whole_number
 from webapp.runs.api_views import with_run
 
 from . import engine
@@ -20,9 +21,10 @@ def _int_param(request, name):
     value = request.GET.get(name, "")
     if value == "":
         return None
-    if not value.isdigit():
+    number = whole_number(value)
+    if number is None:
         raise ValueError(f"{name} must be a whole number, not {value!r}")
-    return int(value)
+    return number
 
 
 @api_view(["GET"])

@@ -25,7 +25,7 @@ def prompt_sets(request):
     try:
         prompt_set = upload_prompt_set(user=request.user, team=team, name=request.POST.get("name", ""), uploaded_file=uploaded)
     except PromptFileError as exc:
-        return error(str(exc), field="file")
+        return error(str(exc), field="name" if exc.field == "name" else "file")
     return JsonResponse(_with_preview(prompt_set), status=201)
 
 

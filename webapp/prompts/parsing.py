@@ -33,6 +33,11 @@ Rules, in the order they are applied:
   literal text, so ``142.0`` stays ``"142.0"``); blank or NaN means missing.
 * Ids: explicit duplicate ids are an error naming both rows. A row without an id gets
   ``str(position)``, or ``row-N`` (``row-N-2``, ...) if an explicit id already took it.
+* Limits, each named in its message: at most MAX_ROWS prompts; a prompt of at most
+  MAX_PROMPT_CHARS characters, a label or system message MAX_TEXT_CHARS, an id MAX_ID_CHARS;
+  no NUL character and no unpaired surrogate in any of them (the database cannot hold
+  them); JSON nested no deeper than Python's reader allows; a Parquet file read in batches
+  and refused once it has decoded PARQUET_DECODED_FACTOR times the upload limit.
 * ``position`` is the 1-based ordinal of the prompt in file order. Errors cite the
   physical ``line`` for JSONL, CSV and text and the ``row`` (element or table row) for
   JSON arrays and Parquet.
@@ -56,6 +61,14 @@ EXTENSIONS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "c
               ".parquet": "parquet", ".pq": "parquet", ".txt": "text"}
 LABEL_FIELDS = ("answer", "label", "reward_model.ground_truth")
 PARQUET_MAGIC = b"PAR1"
+
+# Limits, each named in its error message. A prompt of 2 MB was accepted and the trainer, given it,
+# grew to 19.7 GB before it was killed; a 783-byte Parquet file decoded to 1 GB.
+MAX_ROWS = 200_000
+MAX_PROMPT_CHARS = 32_000  # about 8k tokens: prompts are the problem, not the context (DESIGN §6)
+MAX_TEXT_CHARS = 8_000  # a label or a system message
+MAX_ID_CHARS = 200  # Prompt.external_id
+PARQUET_DECODED_FACTOR = 10  # a Parquet file may hold up to 10 x the upload limit once decoded
 
 
 @dataclass(frozen=True)
@@ -122,7 +135,7 @@ def parse_prompt_file(filename: str, data: bytes, max_bytes: int) -> ParsedPromp
         raise PromptFileError(_too_large(len(data), max_bytes))
     fmt = EXTENSIONS.get(PurePath(filename).suffix.lower())
     if fmt == "parquet" or (data[:4] == PARQUET_MAGIC and data[-4:] == PARQUET_MAGIC):
-        return _parse_parquet(data)
+        return _parse_parquet(data, max_bytes)
     try:
         text = _decode(data)
     except PromptFileError:
@@ -189,13 +202,22 @@ def _refuse_single_json_object(text: str) -> None:
                               "objects or JSON Lines (one object per line)")
 
 
+def _json_loads_checked(text: str, number: int | None = None, unit: str | None = None) -> object:
+    """json.loads, with nesting too deep for Python's reader (about 1,000 levels) a clear error."""
+    try:
+        return _json_loads(text)
+    except RecursionError:
+        raise PromptFileError("JSON nested more deeply than the reader allows (about 1,000 levels); a prompt "
+                              "row is an object of strings", number, unit=unit) from None
+
+
 def _json_loads(text: str) -> object:
     return json.loads(text, parse_int=_JsonNumber, parse_float=_JsonNumber)
 
 
 def _parse_json(text: str) -> list[_Raw]:
     try:
-        value = _json_loads(text)
+        value = _json_loads_checked(text)
     except json.JSONDecodeError as exc:
         raise PromptFileError(f"invalid JSON ({exc.msg} at column {exc.colno})",
                               exc.lineno) from None
@@ -210,7 +232,7 @@ def _parse_jsonl(text: str) -> list[_Raw]:
         if not line.strip():
             continue
         try:
-            value = _json_loads(line)
+            value = _json_loads_checked(line, number, "line")
         except json.JSONDecodeError as exc:
             raise PromptFileError(f"invalid JSON ({exc.msg} at column {exc.colno})",
                                   number) from None
@@ -318,36 +340,72 @@ def _parse_text(text: str) -> list[_Raw]:
             for number, line in enumerate(text.split("\n"), 1) if line.strip()]
 
 
-def _parse_parquet(data: bytes) -> ParsedPromptSet:
+def _parse_parquet(data: bytes, max_bytes: int) -> ParsedPromptSet:
+    """Read in batches of PARQUET_BATCH_ROWS, so a file that decodes to far more than its size (repeated
+    values in a dictionary page compress to nothing) is refused once what it decoded passes
+    PARQUET_DECODED_FACTOR times the upload limit, not after it filled the memory."""
+    limit = PARQUET_DECODED_FACTOR * max_bytes
     try:
-        table = pq.read_table(io.BytesIO(data))
+        parquet_file = pq.ParquetFile(io.BytesIO(data))
+        metadata, schema = parquet_file.metadata, parquet_file.schema_arrow
     except (pa.ArrowException, OSError, ValueError) as exc:
         raise PromptFileError(f"the file is not a valid Parquet file ({exc})") from None
-    if "prompt" not in table.column_names:
+    if metadata.num_rows > MAX_ROWS:
+        raise PromptFileError(f"the file has {metadata.num_rows:,} rows; a prompt set holds at most {MAX_ROWS:,}")
+    if "prompt" not in schema.names:
         raise PromptFileError(f"no 'prompt' column (columns found: "
-                              f"{_names(table.column_names)})", field="prompt")
-    prompt_type = table.schema.field("prompt").type
+                              f"{_names(schema.names)})", field="prompt")
+    prompt_type = schema.field("prompt").type
     verl = (pa.types.is_list(prompt_type) or pa.types.is_large_list(prompt_type)
-            or "reward_model" in table.column_names)
+            or "reward_model" in schema.names)
     id_fields = ("extra_info.index", "id") if verl else ("id",)
-    raws = [_from_mapping(row, "row", i, id_fields)
-            for i, row in enumerate(table.to_pylist(), 1)]
+    raws, decoded, number = [], 0, 0
+    try:
+        for batch in parquet_file.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+            for row in batch.to_pylist():
+                number += 1
+                raw = _from_mapping(row, "row", number, id_fields)
+                decoded += _decoded_size(row)
+                if decoded > limit:
+                    raise PromptFileError(f"the Parquet file decodes to more than {limit:,} bytes by row {number:,}; "
+                                          f"at most {PARQUET_DECODED_FACTOR} times the upload limit is read")
+                raws.append(raw)
+    except (pa.ArrowException, OSError, ValueError) as exc:
+        if isinstance(exc, PromptFileError):
+            raise
+        raise PromptFileError(f"the file is not a valid Parquet file ({exc})") from None
     return _build(raws, "verl_parquet" if verl else "parquet", ids_may_repeat=verl)
+
+
+PARQUET_BATCH_ROWS = 64
+
+
+def _decoded_size(value) -> int:
+    """About how many bytes a decoded Parquet row holds in its texts."""
+    if isinstance(value, (str, bytes)):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_decoded_size(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_decoded_size(v) for v in value)
+    return 8
 
 
 def _build(raws: list[_Raw], fmt: str, ids_may_repeat: bool = False) -> ParsedPromptSet:
     if not raws:
         raise PromptFileError("the file has no prompts")
+    if len(raws) > MAX_ROWS:
+        raise PromptFileError(f"the file has {len(raws):,} prompts; a prompt set holds at most {MAX_ROWS:,}")
     prompts, labels, ids, systems = [], [], [], []
     for raw in raws:
         if not isinstance(raw.prompt, str) or isinstance(raw.prompt, _JsonNumber):
             raise raw.error(f"the prompt must be a string, not {_kind(raw.prompt)}", "prompt")
         if not raw.prompt.strip():
             raise raw.error("empty prompt", "prompt")
-        prompts.append(raw.prompt)
-        systems.append(raw.system)
-        labels.append(_scalar(raw, raw.label, raw.label_field))
-        ids.append(_scalar(raw, raw.id, raw.id_field))
+        prompts.append(_storable(raw, raw.prompt, "prompt", MAX_PROMPT_CHARS))
+        systems.append(_storable(raw, raw.system, "system", MAX_TEXT_CHARS))
+        labels.append(_storable(raw, _scalar(raw, raw.label, raw.label_field), raw.label_field, MAX_TEXT_CHARS))
+        ids.append(_storable(raw, _scalar(raw, raw.id, raw.id_field), raw.id_field, MAX_ID_CHARS))
     explicit = [i for i in ids if i is not None]
     if ids_may_repeat and len(set(explicit)) < len(explicit):  # verl repeats problems
         ids = [f"row-{position}" for position in range(1, len(raws) + 1)]
@@ -362,6 +420,24 @@ def _build(raws: list[_Raw], fmt: str, ids_may_repeat: bool = False) -> ParsedPr
             taken.add(row_id)
         rows.append(PromptRow(row_id, prompt, label, position, system))
     return ParsedPromptSet(rows, fmt)
+
+
+def _storable(raw: _Raw, text: str | None, field: str, limit: int) -> str | None:
+    """Text the database can hold and the trainer can take: at most `limit` characters, no NUL (PostgreSQL
+    refuses it in text), no unpaired surrogate (JSON's "\\ud800" escapes decode to one; UTF-8 cannot hold it)."""
+    if text is None:
+        return None
+    if len(text) > limit:
+        raise raw.error(f"the {field} is {len(text):,} characters long; at most {limit:,} are accepted", field)
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise raw.error(f"the {field} holds a NUL character (at character {nul + 1})", field)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise raw.error(f"the {field} holds an unpaired surrogate ({text[exc.start]!a} at character "
+                        f"{exc.start + 1}), which is not text", field) from None
+    return text
 
 
 def _check_unique(raws: list[_Raw], ids: list[str | None]) -> None:

@@ -33,7 +33,7 @@ def prompt_set_list(request):
                 prompt_set = upload_prompt_set(user=request.user, team=team, name=request.POST.get("name", ""),
                                                uploaded_file=uploaded)
             except PromptFileError as exc:
-                error = f"{uploaded.name}: {exc}"
+                error = str(exc) if exc.field == "name" else f"{uploaded.name}: {exc}"
             else:
                 return redirect("prompts:detail", pk=prompt_set.pk)
     sets = PromptSet.objects.visible_to(request.user).select_related("owner", "team")

@@ -15,6 +15,7 @@ from rl.methods import METHODS
 from webapp.accounts.access import require_role, role_in, teams_of
 from webapp.accounts.models import Membership
 from webapp.accounts.teams import current_team
+from webapp.numbers import is_whole_number
 from webapp.prompts.models import PromptSet
 
 from . import presets
@@ -114,7 +115,7 @@ def initial_form(request) -> LaunchForm:
     clone_id = request.GET.get("clone", "")
     if clone_id:
         source = Run.objects.visible_to(user).select_related("prompt_set", "team").filter(
-            pk=int(clone_id) if clone_id.isdigit() else 0).first()
+            pk=int(clone_id) if is_whole_number(clone_id) else 0).first()
         if source is None:
             # A stale link and another team's run answer alike (DESIGN §4.4).
             raise Http404(f"no run with id {clone_id}")
@@ -139,7 +140,7 @@ def initial_form(request) -> LaunchForm:
         values["max_steps"] = str(presets.preset_values(values["method"], preset)["max_steps"] or values["max_steps"])
     values["team"] = _initial_team(request, values, sets, teams)
     form.team_thresholds = team_thresholds([t.pk for t in teams])
-    effective = form.team_thresholds.get(int(values["team"])) if values["team"].isdigit() else None
+    effective = form.team_thresholds.get(int(values["team"])) if is_whole_number(values["team"]) else None
     form.alert_values = _copy_thresholds(effective or resolve_thresholds())
     if source is not None:
         for kind, params in ((source.hyperparameters or {}).get("alert_rules") or {}).items():
@@ -150,7 +151,7 @@ def initial_form(request) -> LaunchForm:
 
 def _initial_team(request, values, sets, teams) -> str:
     chosen = values.get("team") or ""
-    if values["prompt_set"].isdigit():
+    if is_whole_number(values["prompt_set"]):
         owner = next((s.team_id for s in sets if s.pk == int(values["prompt_set"])), None)
         if owner is not None:
             return str(owner)
@@ -204,11 +205,11 @@ def posted_form(request) -> LaunchForm:
 
 
 def _team_of_post(values, sets) -> int | None:
-    if values["prompt_set"].isdigit():
+    if is_whole_number(values["prompt_set"]):
         owner = next((s.team_id for s in sets if s.pk == int(values["prompt_set"])), None)
         if owner is not None:
             return owner
-    return int(values["team"]) if values["team"].isdigit() else None
+    return int(values["team"]) if is_whole_number(values["team"]) else None
 
 
 def hyperparameters_from_form(method: str, post) -> dict:
@@ -260,11 +261,11 @@ def submit(request):
     values = form.values
     visible_sets = PromptSet.objects.visible_to(user).select_related("team")
     try:
-        prompt_set = visible_sets.filter(pk=int(values["prompt_set"])).first() if values["prompt_set"].isdigit() else None
+        prompt_set = visible_sets.filter(pk=int(values["prompt_set"])).first() if is_whole_number(values["prompt_set"]) else None
         if prompt_set is None:
             raise RunInputError("choose a prompt set", "prompt_set")
         if values["team"]:
-            team = teams_of(user).filter(pk=int(values["team"])).first() if values["team"].isdigit() else None
+            team = teams_of(user).filter(pk=int(values["team"])).first() if is_whole_number(values["team"]) else None
             if team is None:
                 raise RunInputError(f"no team {values['team']!r} among yours", "team")
             require_role(user, team, Membership.MEMBER)
@@ -278,12 +279,12 @@ def submit(request):
             raise RunInputError(f"unknown method {method!r}", "method")
         eval_prompt_set = None
         if values["eval_prompt_set"]:
-            if values["eval_prompt_set"].isdigit():
+            if is_whole_number(values["eval_prompt_set"]):
                 eval_prompt_set = visible_sets.filter(pk=int(values["eval_prompt_set"])).first()
             if eval_prompt_set is None:
                 raise RunInputError(f"no prompt set with id {values['eval_prompt_set']!r}", "eval_prompt_set")
         cloned_from = None
-        if values["cloned_from"].isdigit():
+        if is_whole_number(values["cloned_from"]):
             cloned_from = Run.objects.visible_to(user).filter(pk=int(values["cloned_from"])).first()
         hyperparameters = hyperparameters_from_form(method, post)
         effective = team_thresholds([prompt_set.team_id])[prompt_set.team_id]
@@ -337,7 +338,7 @@ def context(form: LaunchForm) -> dict:
                            for hp in hps],
             })
         sections.append({"key": key, "title": title, "blocks": blocks})
-    team_id = int(form.values["team"]) if form.values["team"].isdigit() else None
+    team_id = int(form.values["team"]) if is_whole_number(form.values["team"]) else None
     effective = form.team_thresholds.get(team_id) or resolve_thresholds()
     alert_rows = []
     for kind in RULE_KINDS:

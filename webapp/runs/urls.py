@@ -1,16 +1,20 @@
 from django.urls import path
 
+from webapp.numbers import register_id_converter
+
 from . import views
+
+register_id_converter()  # <id:pk>: at most 18 digits (webapp/numbers.py)
 
 app_name = "runs"
 urlpatterns = [
     path("", views.run_list, name="list"),
     path("runs/new/", views.run_new, name="new"),
     path("compare/", views.compare, name="compare"),
-    path("runs/<int:pk>/", views.run_detail, name="detail"),
-    path("runs/<int:pk>/rollouts/", views.run_rollouts, name="rollouts"),
-    path("runs/<int:pk>/rollouts/search/", views.rollout_search_page, name="rollout_search"),
-    path("runs/<int:pk>/questions/", views.run_questions, name="questions"),
-    path("runs/<int:pk>/prompts/<path:prompt_id>/", views.prompt_history_page, name="prompt_history"),
-    path("runs/<int:pk>/<str:action>/", views.run_action, name="action"),
+    path("runs/<id:pk>/", views.run_detail, name="detail"),
+    path("runs/<id:pk>/rollouts/", views.run_rollouts, name="rollouts"),
+    path("runs/<id:pk>/rollouts/search/", views.rollout_search_page, name="rollout_search"),
+    path("runs/<id:pk>/questions/", views.run_questions, name="questions"),
+    path("runs/<id:pk>/prompts/<path:prompt_id>/", views.prompt_history_page, name="prompt_history"),
+    path("runs/<id:pk>/<str:action>/", views.run_action, name="action"),
 ]

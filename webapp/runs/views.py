@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from rl.answers import matches_reference
 from webapp.accounts.access import require_role, role_in
 from webapp.accounts.models import Membership
+from webapp.numbers import is_whole_number, whole_number
 
 from . import series
 from .actions import RunInputError, cancel_run, resume_run
@@ -103,7 +104,7 @@ def run_questions(request, pk):
     run = get_object_or_404(Run.objects.visible_to(request.user), pk=pk)
     iterations = run.rzero_iterations()
     iteration = request.GET.get("iteration")
-    iteration = int(iteration) if iteration and iteration.isdigit() else (iterations[-1] if iterations else None)
+    iteration = int(iteration) if iteration and is_whole_number(iteration) else (iterations[-1] if iterations else None)
     rows = run.rzero_questions(iteration) if iteration is not None else []
     return render(
         request,
@@ -118,10 +119,7 @@ def run_rollouts(request, pk):
     """One step's groups, GROUPS_PER_PAGE at a time, each foldable: its heatmap, its rollouts (their
     texts folded), and a search over every step."""
     run = get_object_or_404(Run.objects.visible_to(request.user).select_related("prompt_set"), pk=pk)
-    try:
-        step = int(request.GET.get("step", ""))
-    except ValueError:
-        step = None  # none asked for (or not a number): the latest step
+    step = whole_number(request.GET.get("step", ""))  # None: none asked for (or not a number): the latest step
     step, groups = groups_at(run, step, request.GET.get("prompt") or None)
     page = Paginator(groups, GROUPS_PER_PAGE).get_page(request.GET.get("page"))
     groups = list(page.object_list)

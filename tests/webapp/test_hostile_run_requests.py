@@ -1,0 +1,56 @@
+"""Hostile values in POST /api/runs: each is a 400 naming the field, never a 500, and no run is
+written. On PostgreSQL an over-long name, a NUL or a seed past 32 bits reached the database and
+failed there; Infinity and 1e400 (JSON numbers Python reads as inf) crashed int()."""
+import json
+
+import pytest
+
+from tests.factories import make_prompt_set
+from webapp.runs.models import Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def no_broker_needed(monkeypatch):
+    monkeypatch.setattr("webapp.tasks.app.send_task", lambda *a, **kw: None)
+
+
+@pytest.fixture
+def prompt_set(user):
+    return make_prompt_set(user)
+
+
+def post(api_client, prompt_set, **fields):
+    body = {"name": "r", "method": "ttrl", "prompt_set": prompt_set.pk, "max_steps": 2, **fields}
+    return api_client.post("/api/runs", json.dumps(body, allow_nan=True), content_type="application/json")
+
+
+@pytest.mark.parametrize("field, value", [
+    ("max_steps", float("inf")), ("max_steps", 1e300), ("max_steps", True), ("max_steps", 2.5), ("max_steps", "²"),
+    ("seed", float("inf")), ("seed", 2**40), ("seed", -1), ("seed", "1e400"),
+    ("gpus", float("nan")), ("gpus", 10**30),
+    ("name", "n" * 201), ("name", "a\x00b"), ("name", ["a list"]),
+    ("model", "m" * 501), ("model", "m\x00"),
+    ("tags", ["ok", "bad\x00tag"]),
+])
+def test_a_hostile_value_is_a_400_naming_its_field_and_writes_nothing(api_client, prompt_set, field, value):
+    response = post(api_client, prompt_set, **{field: value})
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["field"] == field
+    assert not Run.objects.exists()
+
+
+def test_infinity_in_a_hyperparameter_is_a_400_naming_it(api_client, prompt_set):
+    response = api_client.post("/api/runs", '{"name": "r", "method": "ttrl", "prompt_set": %d, "max_steps": 2, '
+                               '"hyperparameters": {"learning_rate": Infinity, "temperature": 1e400}}' % prompt_set.pk,
+                               content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["field"] in ("learning_rate", "temperature")
+    assert not Run.objects.exists()
+
+
+def test_an_integral_float_is_taken_as_its_whole_number(api_client, prompt_set):
+    response = post(api_client, prompt_set, max_steps=3.0, seed="7")
+    assert response.status_code == 201, response.content
+    assert (response.json()["max_steps"], Run.objects.get().seed) == (3, 7)

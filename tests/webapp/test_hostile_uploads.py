@@ -1,0 +1,68 @@
+"""Hostile uploads to POST /api/prompt-sets: each is a 400 naming the row, field or limit, never a
+500, and nothing is written. On PostgreSQL (CI) a NUL, an unpaired surrogate or an over-long id or
+name reached the database and failed there."""
+import io
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from webapp.prompts import parsing
+from webapp.prompts.models import Prompt, PromptSet
+
+pytestmark = pytest.mark.django_db
+
+
+def upload(api_client, filename, data, name="hostile"):
+    return api_client.post("/api/prompt-sets", {"name": name, "file": SimpleUploadedFile(filename, data)})
+
+
+def parquet(table: pa.Table, **kwargs) -> bytes:
+    out = io.BytesIO()
+    pq.write_table(table, out, **kwargs)
+    return out.getvalue()
+
+
+HOSTILE = {
+    "deep nesting": ("deep.json", b"[" * 100_000 + b"]" * 100_000, "nested more deeply"),
+    "deep nesting in a line": ("deep.jsonl", b'{"prompt": ' + b"[" * 50_000 + b"]" * 50_000 + b"}\n", "line 1"),
+    "an unpaired surrogate": ("s.jsonl", b'{"prompt": "2 + 2 = ?"}\n{"prompt": "x \\ud800 y"}\n',
+                              "line 2: the prompt holds an unpaired surrogate"),
+    "a surrogate in a label": ("s.json", b'[{"prompt": "1 + 1", "answer": "\\udfff"}]', "answer"),
+    "a NUL in a JSON string": ("n.jsonl", b'{"prompt": "a\\u0000b"}\n', "NUL character (at character 2)"),
+    "a NUL in a Parquet string": ("n.parquet", parquet(pa.table({"prompt": ["fine", "bad\x00bad"]})),
+                                  "row 2: the prompt holds a NUL"),
+    "an id over 200 characters": ("long-id.jsonl", json.dumps({"id": "x" * 201, "prompt": "1 + 1"}).encode(),
+                                  "the id is 201 characters long; at most 200"),
+    "a 2 MB prompt": ("big.jsonl", json.dumps({"prompt": "y" * 2_000_000}).encode(), "at most 32,000"),
+    "too many rows": ("many.txt", b"1 + 1\n" * (parsing.MAX_ROWS + 1), f"at most {parsing.MAX_ROWS:,}"),
+    "a Parquet file that decodes to far more than its size": (
+        "bomb.parquet", parquet(pa.table({"prompt": ["a" * 1_000_000] * 250}), compression="zstd"),
+        "decodes to"),
+}
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=list(HOSTILE))
+def test_a_hostile_file_is_a_400_naming_what_is_wrong_and_nothing_is_saved(api_client, case):
+    filename, data, expected = HOSTILE[case]
+    response = upload(api_client, filename, data)
+    assert response.status_code == 400, response.content[:500]
+    assert expected in response.json()["error"], response.json()
+    assert not PromptSet.objects.exists() and not Prompt.objects.exists()
+
+
+@pytest.mark.parametrize("name, expected", [("a\x00b", "control character '\\x00'"), ("n" * 201, "at most 200"),
+                                            ("tab\there", "control character '\\t'")])
+def test_a_hostile_set_name_is_a_400_naming_the_name(api_client, name, expected):
+    response = upload(api_client, "ok.jsonl", b'{"prompt": "1 + 1"}\n', name=name)
+    assert response.status_code == 400 and response.json()["field"] == "name"
+    assert expected in response.json()["error"]
+    assert not PromptSet.objects.exists()
+
+
+def test_a_file_name_with_control_characters_is_kept_printable(api_client):
+    response = upload(api_client, "we\x01ird\x00.jsonl", b'{"prompt": "1 + 1"}\n', name="")
+    assert response.status_code == 201, response.content
+    assert PromptSet.objects.get().source_filename == "weird.jsonl"
