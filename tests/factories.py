@@ -137,3 +137,11 @@ def search_every_page(client, run, **params):
         cursor = body["next_cursor"]
         if cursor is None:
             return results, pages
+
+
+def live_messages(channel_message: dict) -> list[dict]:
+    """The messages of one channel-layer event of a run's or team's group (webapp/live.py sends them
+    as JSON frames, encoded once for every watcher)."""
+    import json
+
+    return [json.loads(frame) for frame in channel_message["frames"]]

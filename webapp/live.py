@@ -1,7 +1,9 @@
 """Live messages to browsers and scripts: the Channels group of a run (ws/runs/{id}/) and
 of a team (ws/teams/{id}/)."""
 import asyncio
+import json
 import logging
+import math
 import os
 import threading
 
@@ -71,15 +73,37 @@ def _send_all(batches: dict[str, list[dict]]) -> None:
     if not batches:
         return
     layer = get_channel_layer()
+    # each message as its JSON frame, encoded once here instead of by every watcher's consumer (50
+    # viewers of a 400-step catch-up encoded 20,000 frames in the web server's one event loop)
+    frames = {group: [_frame(m) for m in messages] for group, messages in batches.items()}
 
     async def send():
-        await asyncio.gather(*(layer.group_send(group, {"type": "run.messages", "messages": messages})
-                               for group, messages in batches.items()))
+        await asyncio.gather(*(layer.group_send(group, {"type": "run.messages", "frames": texts})
+                               for group, texts in frames.items()))
 
     try:
         _sender.run(send())
     except Exception:  # noqa: BLE001 - see docstring
         log.exception("could not push live messages to %s", ", ".join(batches))
+
+
+def _frame(message: dict) -> str:
+    """A message as its JSON text. A NaN or infinity (a diverged loss) becomes null: JSON has no such
+    value and a browser's JSON.parse refuses the `NaN` Python would write."""
+    try:
+        return json.dumps(message, allow_nan=False, default=str)
+    except ValueError:
+        return json.dumps(_finite(message), allow_nan=False, default=str)
+
+
+def _finite(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def push(run_id: int, messages: list[dict]) -> None:

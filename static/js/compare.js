@@ -11,7 +11,7 @@
   runs.forEach(function (r, i) {
     const color = C.PALETTE[i % C.PALETTE.length];
     series[String(r.id)] = { name: r.name + " #" + r.id, color: color };
-    document.querySelectorAll('.swatch[data-run="' + r.id + '"]').forEach(function (s) { s.style.background = color; });
+    document.querySelectorAll('.swatch[data-run="' + CSS.escape(String(r.id)) + '"]').forEach(function (s) { s.style.background = color; });
   });
 
   const board = new C.Board(document.getElementById("charts"), {

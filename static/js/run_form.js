@@ -32,7 +32,7 @@
   }
 
   function field(name) {
-    return form.querySelector('[name="hp-' + method() + "-" + name + '"]');
+    return form.querySelector('[name="' + CSS.escape("hp-" + method() + "-" + name) + '"]');
   }
 
   function setValue(input, value) {
@@ -56,7 +56,7 @@
       button.setAttribute("aria-pressed", button.dataset.preset === key ? "true" : "false");
     });
     if (presetHint) {
-      const button = form.querySelector('button.preset[data-preset="' + key + '"]');
+      const button = form.querySelector('button.preset[data-preset="' + CSS.escape(String(key)) + '"]');
       presetHint.textContent = button ? button.title : "";
     }
   }

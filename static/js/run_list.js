@@ -65,7 +65,7 @@
     if (message.health) {
       Object.keys(decimals).forEach(function (metric) {
         if (!(metric in message.health)) return;
-        const cell = row.querySelector('[data-health="' + metric + '"]');
+        const cell = row.querySelector('[data-health="' + CSS.escape(String(metric)) + '"]');
         if (cell) cell.textContent = formatNumber(message.health[metric], decimals[metric]);
       });
     }

@@ -65,7 +65,7 @@
   const STATE_ORDER = { open: 0, acknowledged: 1, resolved: 2 };
 
   function renderAlert(a) {
-    let li = alertList.querySelector('li[data-alert-id="' + a.id + '"]');
+    let li = alertList.querySelector('li[data-alert-id="' + CSS.escape(String(a.id)) + '"]');
     if (!li) {
       li = document.createElement("li");
       li.dataset.alertId = String(a.id);
@@ -106,7 +106,7 @@
       return (STATE_ORDER[x.state] - STATE_ORDER[y.state]) || ((y.step || 0) - (x.step || 0)) || (y.id - x.id);
     });
     items.forEach(function (item) {
-      alertList.appendChild(alertList.querySelector('li[data-alert-id="' + item.id + '"]') || renderAlert(item));
+      alertList.appendChild(alertList.querySelector('li[data-alert-id="' + CSS.escape(String(item.id)) + '"]') || renderAlert(item));
     });
     const open = items.filter(function (i) { return i.state === "open"; }).length;
     document.getElementById("alerts-empty").hidden = items.length > 0;
@@ -283,7 +283,7 @@
 
   function addStepLink(step) {
     const p = document.getElementById("step-links");
-    if (p.querySelector('[data-step="' + step + '"]')) return;
+    if (p.querySelector('[data-step="' + CSS.escape(String(step)) + '"]')) return;
     if (!p.querySelector("a")) p.textContent = "";
     const a = document.createElement("a");
     a.href = document.getElementById("rollouts-link").getAttribute("href") + "?step=" + step;
@@ -312,7 +312,7 @@
   // R-Zero question sets: a link per iteration, added when its set is ingested (`questions` messages).
   function addIterationLink(m) {
     const p = document.getElementById("iteration-links");
-    if (!p || p.querySelector('[data-iteration="' + m.iteration + '"]')) return;
+    if (!p || p.querySelector('[data-iteration="' + CSS.escape(String(m.iteration)) + '"]')) return;
     document.getElementById("stages-card").hidden = false;
     const a = document.createElement("a");
     a.href = p.dataset.href + "?iteration=" + m.iteration;
@@ -337,7 +337,12 @@
     stage: showStage,
     questions: addIterationLink,
     metrics: function (m) {
+      // A step beyond the next one means messages were lost while the socket stayed open (Redis
+      // restarting drops pushes): the missing steps, this one with them, are read from the API
+      // instead (the board appends only steps after its last).
+      const had = board.lastStep(KEY);
       if (lastStep === null || m.step > lastStep) { lastStep = m.step; setText("run-step", String(m.step)); }
+      if (had !== null && m.step > had + 1) { catchUp(had); return; }
       Object.keys(m.values).forEach(function (name) { board.add(name, KEY, [m.step], [m.values[name]], [m.time]); });
       tick();
     },
@@ -369,8 +374,8 @@
 
   // Whatever was written between the page render and the socket opening (or while it
   // was closed) is read back from the API once the socket is open.
-  function catchUp() {
-    const last = board.lastStep(KEY);
+  function catchUp(after) {
+    const last = after === undefined ? board.lastStep(KEY) : after;
     const since = last === null ? "" : "?since_step=" + (last - 1);
     C.getJSON("/api/runs/" + runId + "/metrics" + since).then(function (data) {
       Object.keys(data.metrics || {}).forEach(function (name) {

@@ -27,7 +27,7 @@
   }
 
   function render(alert) {
-    let row = body.querySelector('tr[data-alert-id="' + alert.id + '"]');
+    let row = body.querySelector('tr[data-alert-id="' + CSS.escape(String(alert.id)) + '"]');
     if (!shown(alert)) { if (row) row.remove(); return update(); }
     const fresh = document.createElement("tr");
     fresh.dataset.alertId = alert.id;

@@ -157,3 +157,67 @@ def test_the_compare_page_overlays_two_runs_one_trace_each(live_stack, live_user
     assert "differs" in page.get_attribute('#hp-diff tr[data-hp="n_votes"]', "class")
     page.check("#only-differing")
     assert page.is_hidden('#hp-diff tr[data-hp="n_train"]') and page.is_visible('#hp-diff tr[data-hp="n_votes"]')
+
+
+HOSTILE = '1"] [x=\'y\'] \\'
+
+
+def test_live_messages_with_quotes_and_brackets_in_their_ids_break_nothing(live_stack, live_user, session_key,
+                                                                          browser_page):
+    """The live page looks up what it already shows by ids from messages: those selectors are escaped
+    (CSS.escape), so an id holding quotes or brackets is shown as text and throws nothing."""
+    from webapp.live import push
+
+    page = browser_page
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    run = Run.objects.create(name="hostile", method="r_zero", prompt_set=make_prompt_set(live_user), max_steps=6,
+                             created_by=live_user, state=Run.RUNNING)
+    sign_in(page, live_stack, session_key)
+    page.goto(f"{live_stack.url}/runs/{run.pk}/")
+    page.wait_for_function("() => document.getElementById('live-indicator').textContent === 'live'")
+    messages = [
+        {"type": "group", "step": HOSTILE, "prompt_id": HOSTILE, "majority_answer": HOSTILE, "similarity": [[1.0]]},
+        {"type": "alert", "id": HOSTILE, "rule": HOSTILE, "severity": "warning", "state": "open", "step": 1,
+         "message": HOSTILE, "opened_at": None},
+        {"type": "stage", "iteration": HOSTILE, "phase": HOSTILE, "state": "running"},
+        {"type": "questions", "iteration": HOSTILE, "offset": 0},
+    ]
+    for _ in range(2):  # the second time each is looked up among what the first added
+        off_loop(push, run.pk, messages)
+    page.wait_for_function("s => [...document.querySelectorAll('#step-links a')].some(a => a.textContent === s)",
+                           arg=HOSTILE)
+    page.wait_for_timeout(500)
+    assert errors == []
+    assert page.eval_on_selector_all("#step-links a", "as => as.length") == 1
+    assert page.eval_on_selector_all("#alerts li", "ls => ls.length") == 1
+
+
+def test_steps_whose_live_messages_were_lost_are_read_back_when_a_later_one_arrives(live_stack, live_user, session_key,
+                                                                                   browser_page, monkeypatch):
+    """Redis restarting drops pushes while the page's socket stays open: the next step's message shows
+    the gap, and the page reads the missing steps from the API, without a reload."""
+    from webapp import live
+
+    page = browser_page
+    run = Run.objects.create(name="gap", method="evol_rl", prompt_set=make_prompt_set(live_user), max_steps=6,
+                             created_by=live_user, state=Run.RUNNING)
+    steady = {"entropy": 1.0}
+    log = crafted_log(steps=5, extra=steady)
+    by_step = {}
+    for e in log:
+        by_step.setdefault(e.get("step"), []).append(e)
+    off_loop(ingest_events, run, [e for e in log if e.get("step") in (None, 1) and e["type"] != "checkpoint"
+                                  and not (e["type"] == "status" and e["state"] != "running")])
+    sign_in(page, live_stack, session_key)
+    page.goto(f"{live_stack.url}/runs/{run.pk}/")
+    page.wait_for_function("() => document.getElementById('live-indicator').textContent === 'live'")
+    page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '1'")
+
+    with monkeypatch.context() as lost:
+        lost.setattr(live, "_send_all", lambda batches: None)  # the pushes of steps 2 and 3 never arrive
+        off_loop(ingest_events, run, by_step[2] + by_step[3])
+    page.wait_for_timeout(500)
+    assert page.evaluate("() => document.getElementById('chart-entropy').dataset.points") == "1"
+    off_loop(ingest_events, run, [e for e in by_step[4] if e["type"] != "checkpoint"])
+    page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '4'")

@@ -26,4 +26,13 @@ def test_a_push_reaches_a_receiver_on_another_event_loop():
     async_to_sync(layer.group_add)(run_group_name(10_002), channel)
     push(10_002, [{"type": "metrics", "step": 7}])
     message = async_to_sync(layer.receive)(channel)
-    assert message == {"type": "run.messages", "messages": [{"type": "metrics", "step": 7}]}
+    assert message == {"type": "run.messages", "frames": ['{"type": "metrics", "step": 7}']}
+
+
+def test_a_value_json_cannot_carry_is_sent_as_null():
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(run_group_name(10_003), channel)
+    push(10_003, [{"type": "metrics", "step": 1, "values": {"loss": float("nan"), "kl": float("inf"), "x": 0.5}}])
+    message = async_to_sync(layer.receive)(channel)
+    assert message["frames"] == ['{"type": "metrics", "step": 1, "values": {"loss": null, "kl": null, "x": 0.5}}']

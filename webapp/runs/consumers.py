@@ -37,8 +37,9 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def run_messages(self, event):
-        for message in event["messages"]:
-            await self.send_json(message)
+        # frames encoded once by the sender (webapp/live.py), one JSON message each
+        for frame in event["frames"]:
+            await self.send(text_data=frame)
 
 
 class RunConsumer(_GroupConsumer):
