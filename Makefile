@@ -18,14 +18,14 @@ $(STAMP): requirements.txt
 	touch $(STAMP)
 
 demo: venv
-	HF_HUB_OFFLINE=1 $(PY) scripts/demo.py
+	EVOLAB_DEV=1 HF_HUB_OFFLINE=1 $(PY) scripts/demo.py
 
 # Headless Chromium for the browser tests: Debian's package, never a downloaded build.
 browser:
 	@sh scripts/ensure_chromium.sh
 
 test: venv browser
-	HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py $(ARGS)
+	EVOLAB_DEV=1 HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py $(ARGS)
 
 # The benchmarks' baseline, an MLflow tracking server, lives in its own venv: never in the product's.
 BENCH_VENV := .venv-bench
@@ -38,7 +38,7 @@ $(BENCH_STAMP): benchmarks/requirements-mlflow.txt
 	touch $(BENCH_STAMP)
 
 bench: venv browser $(BENCH_STAMP)
-	HF_HUB_OFFLINE=1 $(PY) benchmarks/run_all.py
+	EVOLAB_DEV=1 HF_HUB_OFFLINE=1 $(PY) benchmarks/run_all.py
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) var staticfiles

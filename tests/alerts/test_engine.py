@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def no_queue(monkeypatch):
     sent = []
-    monkeypatch.setattr("webapp.tasks.app.send_task", lambda name, args, queue, countdown=None: sent.append((name, args)))
+    monkeypatch.setattr("webapp.tasks.app.send_task", lambda name, args, queue, countdown=None, **retry: sent.append((name, args)))
     return sent
 
 
