@@ -30,6 +30,8 @@ PG = os.environ.get("BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432").rstr
 REDIS = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/7")
 MLFLOW_PYTHON = ROOT / ".venv-bench" / "bin" / "python"
 QUICK = os.environ.get("BENCH_QUICK") == "1"
+# the development SECRET_KEY is allowed in the benchmarks (webapp/settings.py); run directly too
+os.environ.setdefault("EVOLAB_DEV", "1")
 
 
 def size(n: int) -> int:
