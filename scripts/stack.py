@@ -97,12 +97,13 @@ class Stack:
         if beat:
             # The periodic stalled-run check; one beat per deployment.
             command += ["--beat", "--schedule", str(self.log_dir / "celerybeat-schedule")]
-        return self._start("celery-" + queues.rsplit("-", 1)[-1].replace(",", "-"), command)
+        return self._start("celery-" + queues.split(",")[0].rsplit("-", 1)[-1], command)
 
     def start_alerts_worker(self, prefix: str = "", loglevel: str = "INFO") -> subprocess.Popen:
-        """Alert notifications (webhooks with retries, email) and the periodic stalled-run and lease
-        checks get their own worker, so they go out while the training worker is busy with a run."""
-        return self.start_worker(prefix + "alerts", concurrency=4, beat=True, loglevel=loglevel)
+        """Alert notifications (webhooks with retries, email), the periodic stalled-run and lease
+        checks, and the parsing of large prompt uploads get their own worker, so they go on while the
+        training worker is busy with a run."""
+        return self.start_worker(f"{prefix}alerts,{prefix}uploads", concurrency=4, beat=True, loglevel=loglevel)
 
     def alive(self) -> list[str]:
         return [name for name, p in self.children if p.poll() is None]

@@ -9,6 +9,7 @@ register_id_converter()  # <id:pk>: at most 18 digits (webapp/numbers.py)
 urlpatterns = [
     path("prompt-sets", prompts.prompt_sets),
     path("prompt-sets/<id:pk>", prompts.prompt_set_detail),
+    path("prompt-uploads/<id:pk>", prompts.prompt_upload_detail),
     path("methods", runs.methods),
     path("runs", runs.runs),
     path("runs/<id:pk>", runs.run_detail),

@@ -189,6 +189,12 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = PROMPT_FILE_MAX_BYTES + 1024 * 1024
 # Any request body over this is refused (413) before the web server reads it (webapp/body_limit.py).
 REQUEST_BODY_MAX_BYTES = PROMPT_FILE_MAX_BYTES + 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = PROMPT_FILE_MAX_BYTES + 1024 * 1024
+# A file up to this size is parsed in the request (well under a second); a larger one is parsed by a
+# worker (the uploads queue, webapp/prompts/uploads.py) while its page shows the progress: a 1M-row
+# file parsed inside daphne held the sync-view thread for a minute and every viewer's live page with it.
+PROMPT_UPLOAD_INLINE_MAX_BYTES = int(os.environ.get("EVOLAB_PROMPT_UPLOAD_INLINE_MAX_BYTES", 1024 * 1024))
+# An upload whose worker has reported nothing for this long is sent to a worker again.
+PROMPT_UPLOAD_STALE_SECONDS = float(os.environ.get("EVOLAB_PROMPT_UPLOAD_STALE_SECONDS", 120))
 
 # Alerts (DESIGN §4.5): links in notifications point here; webhooks retry with backoff.
 EVOLAB_BASE_URL = os.environ.get("EVOLAB_BASE_URL", "http://127.0.0.1:" + os.environ.get("PORT", "8000"))

@@ -21,6 +21,8 @@ DELIVER_WEBHOOK = "workers.tasks.deliver_webhook"
 SEND_ALERT_EMAIL = "workers.tasks.send_alert_email"
 CHECK_STALLED = "workers.tasks.check_stalled_runs"
 REAP_RUNS = "workers.tasks.reap_runs"
+PARSE_PROMPT_UPLOAD = "workers.tasks.parse_prompt_upload"
+RESEND_PROMPT_UPLOADS = "workers.tasks.resend_prompt_uploads"
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,8 @@ app.conf.update(include=["workers.tasks"])
 app.conf.worker_hijack_root_logger = False
 
 # The periodic checks run in the alerts worker started with --beat (one per deployment): the
-# stalled-run alert, and the lease check that re-queues or fails runs whose supervisor is gone.
+# stalled-run alert, the lease check that re-queues or fails runs whose supervisor is gone, and the
+# check that sends a large prompt upload to a worker again when nobody is parsing it.
 app.conf.beat_schedule = {
     "check-stalled-runs": {
         "task": "workers.tasks.check_stalled_runs",
@@ -22,6 +23,11 @@ app.conf.beat_schedule = {
         "task": "workers.tasks.reap_runs",
         "schedule": settings.RUN_REAP_EVERY_SECONDS,
         "options": {"queue": settings.QUEUE_PREFIX + "alerts", "expires": settings.RUN_REAP_EVERY_SECONDS},
+    },
+    "resend-prompt-uploads": {
+        "task": "workers.tasks.resend_prompt_uploads",
+        "schedule": 60.0,
+        "options": {"queue": settings.QUEUE_PREFIX + "alerts", "expires": 60.0},
     },
 }
 

@@ -3,8 +3,10 @@ the web side, which sends them by name (webapp/tasks.py)."""
 from celery import shared_task
 
 from webapp.alerts import delivery, engine
+from webapp.prompts import uploads
 from webapp.runs import lifecycle
-from webapp.tasks import CHECK_STALLED, DELIVER_WEBHOOK, REAP_RUNS, SEND_ALERT_EMAIL, TRAIN_RUN
+from webapp.tasks import (CHECK_STALLED, DELIVER_WEBHOOK, PARSE_PROMPT_UPLOAD, REAP_RUNS, RESEND_PROMPT_UPLOADS,
+                          SEND_ALERT_EMAIL, TRAIN_RUN)
 
 from .supervisor import supervise
 
@@ -40,3 +42,16 @@ def reap_runs():
     """Periodic (celery beat): runs whose supervisor's lease expired are re-queued with resume or
     failed, and queued runs whose task message may be lost are sent again (lifecycle.reap)."""
     return lifecycle.reap()
+
+
+@shared_task(name=PARSE_PROMPT_UPLOAD)
+def parse_prompt_upload(upload_id: int):
+    """Parse a large prompt file and save its set (webapp/prompts/uploads.py); a second delivery of a
+    claimed or finished upload does nothing."""
+    return uploads.parse_upload(upload_id)
+
+
+@shared_task(name=RESEND_PROMPT_UPLOADS)
+def resend_prompt_uploads():
+    """Periodic (celery beat): uploads whose message was lost or whose worker died are sent again."""
+    return uploads.resend_stale()

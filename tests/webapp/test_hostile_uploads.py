@@ -9,7 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from webapp.prompts import parsing
+from webapp.prompts import parsing, uploads
 from webapp.prompts.models import Prompt, PromptSet
 
 pytestmark = pytest.mark.django_db
@@ -44,12 +44,22 @@ HOSTILE = {
 }
 
 
-@pytest.mark.parametrize("case", HOSTILE, ids=list(HOSTILE))
-def test_a_hostile_file_is_a_400_naming_what_is_wrong_and_nothing_is_saved(api_client, case):
-    filename, data, expected = HOSTILE[case]
-    response = upload(api_client, filename, data)
+def refusal(api_client, response) -> dict:
+    """A file up to the inline size is refused in the request (400); a larger one is accepted for a
+    worker (202) and refused by it, the upload then carrying the error."""
+    if response.status_code == 202:
+        upload_id = response.json()["upload"]["id"]
+        assert uploads.parse_upload(upload_id) == "failed"
+        return api_client.get(f"/api/prompt-uploads/{upload_id}").json()["upload"]
     assert response.status_code == 400, response.content[:500]
-    assert expected in response.json()["error"], response.json()
+    return response.json()
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=list(HOSTILE))
+def test_a_hostile_file_is_refused_naming_what_is_wrong_and_nothing_is_saved(api_client, case):
+    filename, data, expected = HOSTILE[case]
+    error = refusal(api_client, upload(api_client, filename, data))
+    assert expected in error["error"], error
     assert not PromptSet.objects.exists() and not Prompt.objects.exists()
 
 
@@ -66,3 +76,10 @@ def test_a_file_name_with_control_characters_is_kept_printable(api_client):
     response = upload(api_client, "we\x01ird\x00.jsonl", b'{"prompt": "1 + 1"}\n', name="")
     assert response.status_code == 201, response.content
     assert PromptSet.objects.get().source_filename == "weird.jsonl"
+
+
+def test_a_deeply_nested_line_in_a_json_file_is_refused_naming_the_line(api_client):
+    # found by the fuzz corpus (tests/webapp/test_upload_fuzz.py): the check for a single JSON object
+    # in a .json file let Python's RecursionError through as a 500
+    error = refusal(api_client, upload(api_client, "deep.json", b'{"prompt": ' + b"[" * 50_000 + b"]" * 50_000 + b"}\n"))
+    assert error["error"].startswith("line 1: JSON nested more deeply"), error

@@ -405,3 +405,13 @@ def test_it_raises_only_prompt_file_errors_on_arbitrary_bytes(filename, data):
         assert str(exc)
     else:
         assert parsed.rows and all(r.prompt.strip() for r in parsed.rows)
+
+
+def test_it_reports_its_progress_every_few_thousand_rows_and_at_the_end(monkeypatch):
+    from webapp.prompts import parsing
+
+    monkeypatch.setattr(parsing, "PROGRESS_EVERY_ROWS", 10)
+    seen = []
+    data = "\n".join(f"prompt {i}" for i in range(25)).encode()
+    parsing.parse_prompt_file("p.txt", data, 10**6, progress=lambda checked, total: seen.append((checked, total)))
+    assert seen == [(0, 25), (10, 25), (20, 25), (25, 25)]

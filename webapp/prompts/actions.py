@@ -4,8 +4,9 @@ from django.conf import settings
 
 from webapp.plain_text import control_character
 
-from .models import PromptSet
-from .parsing import PromptFileError, parse_prompt_file
+from . import uploads
+from .models import PromptSet, PromptUpload
+from .parsing import PromptFileError, parse_prompt_file, too_large
 
 
 def upload_prompt_set(*, user, team, name: str, uploaded_file) -> PromptSet:
@@ -17,6 +18,18 @@ def upload_prompt_set(*, user, team, name: str, uploaded_file) -> PromptSet:
     data = uploaded_file.read()
     parsed = parse_prompt_file(filename, data, settings.PROMPT_FILE_MAX_BYTES)
     return PromptSet.create_from_parsed(name=name, owner=user, team=team, filename=filename, parsed=parsed)
+
+
+def receive_prompt_file(*, user, team, name: str, uploaded_file) -> PromptSet | PromptUpload:
+    """What the upload page and API call: a small file is parsed and saved now (upload_prompt_set); a
+    larger one is queued for a worker (webapp/prompts/uploads.py) and its PromptUpload returned. What
+    is cheap to check (the name, an empty or over-large file) is refused here either way."""
+    if uploaded_file.size <= settings.PROMPT_UPLOAD_INLINE_MAX_BYTES:
+        return upload_prompt_set(user=user, team=team, name=name, uploaded_file=uploaded_file)
+    if uploaded_file.size > settings.PROMPT_FILE_MAX_BYTES:
+        raise PromptFileError(too_large(uploaded_file.size, settings.PROMPT_FILE_MAX_BYTES))
+    return uploads.queue_upload(user=user, team=team, name=check_name((name or "").strip()),
+                                filename=_clean_filename(uploaded_file.name), data=uploaded_file.read())
 
 
 NAME_MAX_CHARS = PromptSet._meta.get_field("name").max_length
@@ -40,4 +53,4 @@ def _clean_filename(raw: str | None) -> str:
     return name[-255:] or "upload"
 
 
-__all__ = ["upload_prompt_set", "PromptFileError"]
+__all__ = ["upload_prompt_set", "receive_prompt_file", "PromptFileError"]

@@ -97,3 +97,66 @@ class Prompt(models.Model):
     def to_json(self):
         return {"id": self.external_id, "position": self.position, "prompt": self.text, "label": self.label,
                 "system": self.system}
+
+
+class PromptUploadQuerySet(models.QuerySet):
+    def visible_to(self, user):
+        from webapp.accounts.models import Team
+
+        return self.filter(team__in=Team.objects.of(user))
+
+
+class PromptUpload(models.Model):
+    """A prompt file too large to parse inside a web request (over PROMPT_UPLOAD_INLINE_MAX_BYTES):
+    its bytes wait here for a worker (webapp/prompts/uploads.py), which parses them off the web
+    server, records its progress on this row and saves the set, all rows or none."""
+
+    QUEUED, PARSING, SAVING, DONE, FAILED = "queued", "parsing", "saving", "done", "failed"
+    STATES = [(s, s) for s in (QUEUED, PARSING, SAVING, DONE, FAILED)]
+
+    team = models.ForeignKey("accounts.Team", on_delete=models.CASCADE, related_name="prompt_uploads")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="prompt_uploads")
+    name = models.CharField(max_length=200, blank=True)  # as typed; blank: the file's name
+    filename = models.CharField(max_length=255)
+    size = models.PositiveBigIntegerField()
+    # The file itself, in the database rather than on the web host's disk: a worker on another host
+    # reads it (docs/architecture.md, several hosts). Emptied once the set is saved or refused.
+    data = models.BinaryField(default=bytes)
+    state = models.CharField(max_length=10, choices=STATES, default=QUEUED)
+    rows_checked = models.PositiveIntegerField(default=0)
+    row_count = models.PositiveIntegerField(null=True)  # known once the file is read
+    error = models.TextField(blank=True)
+    error_field = models.CharField(max_length=20, blank=True)  # "name" or "file"
+    prompt_set = models.OneToOneField(PromptSet, null=True, blank=True, on_delete=models.SET_NULL, related_name="upload")
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Written with each progress report: a worker that stops reporting has stopped (uploads.resend_stale).
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = PromptUploadQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    @property
+    def finished(self) -> bool:
+        return self.state in (self.DONE, self.FAILED)
+
+    def to_json(self):
+        return {
+            "id": self.id,
+            "team": self.team_id,
+            "name": self.name,
+            "filename": self.filename,
+            "size": self.size,
+            "state": self.state,
+            "rows_checked": self.rows_checked,
+            "row_count": self.row_count,
+            "error": self.error or None,
+            "field": self.error_field or None,
+            "prompt_set": self.prompt_set_id,
+            "attempts": self.attempts,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+            "owner": self.owner.username,
+        }

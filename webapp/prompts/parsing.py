@@ -48,7 +48,7 @@ import csv
 import io
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from itertools import chain, count
@@ -127,15 +127,20 @@ class _Raw:
         return PromptFileError(message, self.number, field, self.unit)
 
 
-def parse_prompt_file(filename: str, data: bytes, max_bytes: int) -> ParsedPromptSet:
-    """Parse ``data`` (the bytes of the uploaded ``filename``); see the module doc."""
+Progress = Callable[[int, int], None]  # (rows checked, rows in the file)
+PROGRESS_EVERY_ROWS = 5_000
+
+
+def parse_prompt_file(filename: str, data: bytes, max_bytes: int, progress: Progress | None = None) -> ParsedPromptSet:
+    """Parse ``data`` (the bytes of the uploaded ``filename``); see the module doc. ``progress``, when
+    given, is told how many rows have been checked every PROGRESS_EVERY_ROWS rows and at the end."""
     if not data:
         raise PromptFileError("the file is empty")
     if len(data) > max_bytes:
-        raise PromptFileError(_too_large(len(data), max_bytes))
+        raise PromptFileError(too_large(len(data), max_bytes))
     fmt = EXTENSIONS.get(PurePath(filename).suffix.lower())
     if fmt == "parquet" or (data[:4] == PARQUET_MAGIC and data[-4:] == PARQUET_MAGIC):
-        return _parse_parquet(data, max_bytes)
+        return _parse_parquet(data, max_bytes, progress)
     try:
         text = _decode(data)
     except PromptFileError:
@@ -149,10 +154,10 @@ def parse_prompt_file(filename: str, data: bytes, max_bytes: int) -> ParsedPromp
         fmt = "jsonl"
     parser = {"json": _parse_json, "jsonl": _parse_jsonl, "csv": _parse_csv,
               "text": _parse_text}[fmt]
-    return _build(parser(text), fmt)
+    return _build(parser(text), fmt, progress=progress)
 
 
-def _too_large(size: int, limit: int) -> str:
+def too_large(size: int, limit: int) -> str:
     def human(n: int) -> str:
         for unit, scale in (("GB", 10**9), ("MB", 10**6), ("KB", 10**3)):
             if n >= scale:
@@ -195,10 +200,10 @@ def _refuse_single_json_object(text: str) -> None:
     """A ``.json`` file starting with ``{`` is JSONL, unless it is one multi-line object."""
     try:
         json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # not one object: the JSONL reader says what is wrong
         return
     if sum(1 for line in text.split("\n") if line.strip()) > 1:
-            raise PromptFileError("the file holds a single JSON object; expected an array of "
+        raise PromptFileError("the file holds a single JSON object; expected an array of "
                               "objects or JSON Lines (one object per line)")
 
 
@@ -340,7 +345,7 @@ def _parse_text(text: str) -> list[_Raw]:
             for number, line in enumerate(text.split("\n"), 1) if line.strip()]
 
 
-def _parse_parquet(data: bytes, max_bytes: int) -> ParsedPromptSet:
+def _parse_parquet(data: bytes, max_bytes: int, progress: Progress | None = None) -> ParsedPromptSet:
     """Read in batches of PARQUET_BATCH_ROWS, so a file that decodes to far more than its size (repeated
     values in a dictionary page compress to nothing) is refused once what it decoded passes
     PARQUET_DECODED_FACTOR times the upload limit, not after it filled the memory."""
@@ -374,7 +379,7 @@ def _parse_parquet(data: bytes, max_bytes: int) -> ParsedPromptSet:
         if isinstance(exc, PromptFileError):
             raise
         raise PromptFileError(f"the file is not a valid Parquet file ({exc})") from None
-    return _build(raws, "verl_parquet" if verl else "parquet", ids_may_repeat=verl)
+    return _build(raws, "verl_parquet" if verl else "parquet", ids_may_repeat=verl, progress=progress)
 
 
 PARQUET_BATCH_ROWS = 64
@@ -391,13 +396,15 @@ def _decoded_size(value) -> int:
     return 8
 
 
-def _build(raws: list[_Raw], fmt: str, ids_may_repeat: bool = False) -> ParsedPromptSet:
+def _build(raws: list[_Raw], fmt: str, ids_may_repeat: bool = False, progress: Progress | None = None) -> ParsedPromptSet:
     if not raws:
         raise PromptFileError("the file has no prompts")
     if len(raws) > MAX_ROWS:
         raise PromptFileError(f"the file has {len(raws):,} prompts; a prompt set holds at most {MAX_ROWS:,}")
     prompts, labels, ids, systems = [], [], [], []
-    for raw in raws:
+    for checked, raw in enumerate(raws):
+        if progress is not None and checked % PROGRESS_EVERY_ROWS == 0:
+            progress(checked, len(raws))
         if not isinstance(raw.prompt, str) or isinstance(raw.prompt, _JsonNumber):
             raise raw.error(f"the prompt must be a string, not {_kind(raw.prompt)}", "prompt")
         if not raw.prompt.strip():
@@ -419,6 +426,8 @@ def _build(raws: list[_Raw], fmt: str, ids_may_repeat: bool = False) -> ParsedPr
             row_id = next(c for c in candidates if c not in taken)
             taken.add(row_id)
         rows.append(PromptRow(row_id, prompt, label, position, system))
+    if progress is not None:
+        progress(len(rows), len(rows))
     return ParsedPromptSet(rows, fmt)
 
 

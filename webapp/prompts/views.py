@@ -6,8 +6,8 @@ from rl.methods import METHODS
 from webapp.accounts.access import TeamChoiceError, team_for_new_object
 from webapp.accounts.teams import current_team
 
-from .actions import PromptFileError, upload_prompt_set
-from .models import PromptSet
+from .actions import PromptFileError, receive_prompt_file
+from .models import PromptSet, PromptUpload
 
 PREVIEW_ROWS = 10
 
@@ -30,19 +30,22 @@ def prompt_set_list(request):
             error = "Choose a file to upload."
         else:
             try:
-                prompt_set = upload_prompt_set(user=request.user, team=team, name=request.POST.get("name", ""),
+                received = receive_prompt_file(user=request.user, team=team, name=request.POST.get("name", ""),
                                                uploaded_file=uploaded)
             except PromptFileError as exc:
                 error = str(exc) if exc.field == "name" else f"{uploaded.name}: {exc}"
             else:
-                return redirect("prompts:detail", pk=prompt_set.pk)
+                if isinstance(received, PromptUpload):
+                    return redirect("prompts:upload", pk=received.pk)
+                return redirect("prompts:detail", pk=received.pk)
     sets = PromptSet.objects.visible_to(request.user).select_related("owner", "team")
+    pending = PromptUpload.objects.visible_to(request.user).exclude(state=PromptUpload.DONE).select_related("owner")[:10]
     if team is not None and request.GET.get("team") != "all":
         sets = sets.filter(team=team)
     return render(
         request,
         "prompts/list.html",
-        {"prompt_sets": sets, "error": error, "name": request.POST.get("name", ""), "team": team},
+        {"prompt_sets": sets, "uploads": pending, "error": error, "name": request.POST.get("name", ""), "team": team},
         status=400 if error else 200,
     )
 
@@ -55,3 +58,13 @@ def prompt_set_detail(request, pk):
         "prompts/detail.html",
         {"prompt_set": prompt_set, "preview": prompt_set.prompts.all()[:PREVIEW_ROWS], "methods": METHODS.values()},
     )
+
+
+@login_required
+def prompt_upload(request, pk):
+    """A large upload being parsed by a worker: its progress (static/js/prompt_upload.js follows it and
+    opens the set when it is saved), or the error naming the row and field."""
+    upload = get_object_or_404(PromptUpload.objects.visible_to(request.user).select_related("owner"), pk=pk)
+    if upload.state == PromptUpload.DONE and upload.prompt_set_id:
+        return redirect("prompts:detail", pk=upload.prompt_set_id)
+    return render(request, "prompts/upload.html", {"upload": upload})
