@@ -5,7 +5,6 @@ from datetime import timedelta
 
 import pytest
 import redis
-from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
