@@ -262,6 +262,22 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
     return trainer
 
 
+def check_prompt_lengths(config: RunConfig, batch: int = 1024) -> None:
+    """ConfigError naming the first prompt longer than max_prompt_length tokens as the policy would see it:
+    a 2 MB prompt once grew the trainer to 19.7 GB before the kernel killed it."""
+    limit, spec = config.hyperparameters["max_prompt_length"], get_method(config.method)
+    tokenizer = load_tokenizer(config.model_path)
+    for field, rows in (("prompts", config.prompts), ("eval_prompts", config.eval_prompts or [])):
+        for start in range(0, len(rows), batch):
+            chunk = rows[start:start + batch]
+            ids = tokenizer([formatted_prompt(tokenizer, spec, row) for row in chunk], add_special_tokens=False)["input_ids"]
+            for row, tokens in zip(chunk, ids):
+                if len(tokens) > limit:
+                    raise ConfigError("max_prompt_length", f"{field}: prompt {row['id']!r} is {len(tokens):,} tokens "
+                                      f"long with its chat template; max_prompt_length is {limit:,} (raise it or "
+                                      "shorten the prompt)")
+
+
 def formatted_prompt(tokenizer, spec: Method, row: dict) -> str:
     """The text the policy is given for a prompt row: the row's own system message or the method's paper's."""
     return format_prompt(tokenizer, row["prompt"], row.get("system") or spec.system_prompt)
@@ -475,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             config = load_config(args.config)
             check_processes(config, world_size())
+            check_prompt_lengths(config)
         except ConfigError as e:
             events.status("failed", f"invalid config: {e}")
             print(f"rl.train: invalid config ({e.field}): {e}", file=sys.stderr)

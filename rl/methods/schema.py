@@ -254,6 +254,8 @@ _SHARED = {
         float_param("eval_top_p", 0.95, "Nucleus sampling threshold for evaluation (EVOL-RL App. C: 0.95).", 0.01, 1.0),
         float_param("top_p", 1.0, "Nucleus sampling threshold for rollouts.", 0.01, 1.0),
         int_param("max_completion_length", 3072, "Maximum number of generated tokens per rollout.", 1, 131072),
+        int_param("max_prompt_length", 4096, "Longest prompt in tokens, with its chat template and system prompt "
+                  "(verl's max_prompt_length): a longer one fails the run before the model loads, naming it.", 1, 131072),
         float_param("learning_rate", 5e-7, "Peak learning rate (AdamW).", 0.0, 1e-2),
         Hyperparameter("lr_schedule", "choice", "cosine", "Learning-rate schedule after the warmup: cosine decay "
                        "from the peak (TTRL §4, followed by EVOL-RL) or constant.", choices=("cosine", "constant")),

@@ -159,6 +159,8 @@ BAD_CONFIGS = [
     ("more prompts per step than prompts", {"hyperparameters": {**SMALL, "prompts_per_step": 99}},
      "prompts_per_step", "only 8 prompt(s)"),
     ("zero steps", {"max_steps": 0}, "max_steps", "max_steps=0 is invalid"),
+    ("a prompt longer than max_prompt_length", {"hyperparameters": {**SMALL, "max_prompt_length": 8}},
+     "max_prompt_length", "tokens long with its chat template; max_prompt_length is 8 (raise it"),
     ("prompts per step not a multiple of prompts per update",
      {"hyperparameters": {**SMALL, "prompts_per_update": 3}}, "prompts_per_update", "prompts_per_update=3 is invalid"),
 ]

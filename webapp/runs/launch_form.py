@@ -25,7 +25,8 @@ from .models import Run
 # Sections of the hyperparameters, in display order; "method" takes what the others do not.
 SECTIONS = (
     ("sampling", "Sampling", ("n_votes", "n_train", "prompts_per_step", "temperature", "top_p",
-                              "max_completion_length", "generation_backend", "vllm_importance_sampling_correction",
+                              "max_prompt_length", "max_completion_length", "generation_backend",
+                              "vllm_importance_sampling_correction",
                               "embedding_max_length")),
     ("optimisation", "Optimisation", ("learning_rate", "lr_schedule", "warmup_ratio", "weight_decay",
                                       "prompts_per_update", "ppo_epochs", "kl_coef", "epsilon", "epsilon_high",
