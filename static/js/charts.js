@@ -466,12 +466,14 @@
     const self = this;
     if (this.stopped) return;
     const scheme = location.protocol === "https:" ? "wss://" : "ws://";
-    const ws = this.ws = new WebSocket(scheme + location.host + "/ws/runs/" + this.runId + "/");
+    // batch=1: each poll's messages in one frame ({"type": "batch", "messages": [...]})
+    const ws = this.ws = new WebSocket(scheme + location.host + "/ws/runs/" + this.runId + "/?batch=1");
     ws.onopen = function () { self.retry = 500; if (self.handlers.open) self.handlers.open(); };
     ws.onmessage = function (e) {
       let m;
       try { m = JSON.parse(e.data); } catch (err) { return; }
-      if (self.handlers[m.type]) self.handlers[m.type](m);
+      const messages = m.type === "batch" ? m.messages : [m];
+      messages.forEach(function (one) { if (self.handlers[one.type]) self.handlers[one.type](one); });
     };
     ws.onclose = function (e) {
       if (self.handlers.close) self.handlers.close(e);

@@ -221,3 +221,39 @@ def test_steps_whose_live_messages_were_lost_are_read_back_when_a_later_one_arri
     assert page.evaluate("() => document.getElementById('chart-entropy').dataset.points") == "1"
     off_loop(ingest_events, run, [e for e in by_step[4] if e["type"] != "checkpoint"])
     page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '4'")
+
+
+def test_a_page_open_across_a_web_server_restart_catches_up_without_a_reload(live_stack, live_user, session_key,
+                                                                            browser_page, tmp_path):
+    """daphne restarts (a deploy) while steps are stored: the page's socket reconnects and reads the
+    steps it missed from the API."""
+    from scripts.stack import Stack, free_port
+
+    web = Stack(log_dir=tmp_path / "logs", quiet=True)
+    web.env.update(live_stack.stack.env)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    page = browser_page
+    run = Run.objects.create(name="restart", method="evol_rl", prompt_set=make_prompt_set(live_user), max_steps=6,
+                             created_by=live_user, state=Run.RUNNING)
+    log = crafted_log(steps=4, extra={"entropy": 1.0})
+    live_steps = [e for e in log if e.get("step") in (None, 1) and e["type"] != "checkpoint"
+                  and not (e["type"] == "status" and e["state"] != "running")]
+    try:
+        web.start_web(port)
+        off_loop(ingest_events, run, live_steps)
+        page.context.add_cookies([{"name": "sessionid", "value": session_key, "url": url}])
+        page.goto(f"{url}/runs/{run.pk}/")
+        page.wait_for_function("() => document.getElementById('live-indicator').textContent === 'live'")
+        page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '1'")
+
+        web.stop()
+        page.wait_for_function("() => document.getElementById('live-indicator').textContent === 'not live'")
+        off_loop(ingest_events, run, [e for e in log if e.get("step") in (2, 3) and e["type"] != "checkpoint"])
+        web.start_web(port)
+        page.wait_for_function("() => document.getElementById('live-indicator').textContent === 'live'", timeout=30_000)
+        page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '3'")
+        off_loop(ingest_events, run, [e for e in log if e.get("step") == 4 and e["type"] != "checkpoint"])
+        page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '4'")
+    finally:
+        web.stop()
