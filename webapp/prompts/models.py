@@ -2,7 +2,9 @@ from django.conf import settings
 from django.db import models, transaction
 
 
-class PromptSetQuerySet(models.QuerySet):
+class TeamQuerySet(models.QuerySet):
+    """Rows of a team: visible to its members (prompt sets and the uploads that become them)."""
+
     def visible_to(self, user):
         from webapp.accounts.models import Team
 
@@ -19,7 +21,7 @@ class PromptSet(models.Model):
     has_labels = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = PromptSetQuerySet.as_manager()
+    objects = TeamQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -99,13 +101,6 @@ class Prompt(models.Model):
                 "system": self.system}
 
 
-class PromptUploadQuerySet(models.QuerySet):
-    def visible_to(self, user):
-        from webapp.accounts.models import Team
-
-        return self.filter(team__in=Team.objects.of(user))
-
-
 class PromptUpload(models.Model):
     """A prompt file too large to parse inside a web request (over PROMPT_UPLOAD_INLINE_MAX_BYTES):
     its bytes wait here for a worker (webapp/prompts/uploads.py), which parses them off the web
@@ -133,7 +128,7 @@ class PromptUpload(models.Model):
     # Written with each progress report: a worker that stops reporting has stopped (uploads.resend_stale).
     updated_at = models.DateTimeField(auto_now=True)
 
-    objects = PromptUploadQuerySet.as_manager()
+    objects = TeamQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]
