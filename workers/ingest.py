@@ -302,13 +302,23 @@ def _store_groups(run, events):
 def _supersede(run, group_events) -> None:
     """A resumed trainer runs again the steps after its checkpoint: the groups (and their rollouts) an
     earlier attempt logged for those steps are marked superseded, kept but left out of the pages,
-    counts and search. Before any group of a later seq is stored at a step at or after the batch's
-    first, so in a run that never resumed this is one index probe that finds nothing."""
+    counts and search. An attempt begins with the trainer's `running` status (stored before the
+    groups, in this call or an earlier one): only groups logged before it count as earlier, so a step
+    whose groups arrive in two polls stays whole. Groups at or past the batch's first step with a lower
+    seq are rare (a resume, or a step split across polls): in a run that did neither this is one index
+    probe that finds nothing, and the attempt's start is looked up only when it finds some."""
     steps = [e["step"] for e in group_events if isinstance(e.get("step"), int)]
     if not steps:
         return
-    earlier = list(Group.objects.filter(run=run, step__gte=min(steps), seq__lt=min(e["seq"] for e in group_events),
-                                        superseded=False).values_list("id", flat=True))
+    first_seq = min(e["seq"] for e in group_events)
+    candidates = Group.objects.filter(run=run, step__gte=min(steps), seq__lt=first_seq, superseded=False)
+    if not candidates.exists():
+        return
+    attempt_start = (RunEvent.objects.filter(run=run, type="status", seq__lt=first_seq, payload__state="running")
+                     .order_by("-seq").values_list("seq", flat=True).first())
+    if attempt_start is None:
+        return
+    earlier = list(candidates.filter(seq__lt=attempt_start).values_list("id", flat=True))
     if earlier:
         Group.objects.filter(id__in=earlier).update(superseded=True)
         Rollout.objects.filter(group_id__in=earlier).update(superseded=True)

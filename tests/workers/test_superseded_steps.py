@@ -18,7 +18,10 @@ def resumed_run(user):
     run = Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(user), max_steps=4, created_by=user)
     first = [e for e in event_log(steps=3) if e["type"] != "status" or e["state"] == "running"]
     ingest_events(run, first)
-    again = event_log(steps=3, start_seq=first[-1]["seq"] + 1, start_step=2)
+    # a resumed trainer says it is running again first (rl/train.py), then logs steps 2-4
+    resumed = {"seq": first[-1]["seq"] + 1, "time": 1_700_000_100.0, "type": "status", "state": "running",
+               "message": "resumed from checkpoints/checkpoint-1 at step 1"}
+    again = [resumed] + event_log(steps=3, start_seq=resumed["seq"] + 1, start_step=2)
     ingest_events(run, again)
     return run
 
@@ -50,3 +53,26 @@ def test_a_run_that_never_resumed_has_nothing_superseded(user):
     ingest_events(run, log[:len(log) // 2])
     ingest_events(run, log[len(log) // 2:])
     assert not Group.objects.filter(superseded=True).exists() and not Rollout.objects.filter(superseded=True).exists()
+
+
+def test_a_step_whose_groups_arrive_in_two_polls_has_nothing_superseded(user):
+    # the supervisor reads complete lines: a poll can fall between two groups of one step
+    run = Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(user), max_steps=3, created_by=user)
+    log = event_log(steps=3)
+    split = next(i for i, e in enumerate(log) if e["type"] == "group" and e["step"] == 2 and e["prompt_id"] == "p2")
+    ingest_events(run, log[:split])
+    ingest_events(run, log[split:])
+    assert not Group.objects.filter(superseded=True).exists() and not Rollout.objects.filter(superseded=True).exists()
+    assert [g.prompt_id for g in groups_at(run, 2)[1]] == ["p1", "p2"]
+
+
+def test_a_step_cut_short_by_a_crash_is_superseded_by_its_re_run(user):
+    # the trainer died inside step 2 (one group logged), resumed from the checkpoint of step 1
+    run = Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(user), max_steps=2, created_by=user)
+    log = event_log(steps=2)
+    cut = next(i for i, e in enumerate(log) if e["type"] == "group" and e["step"] == 2 and e["prompt_id"] == "p2")
+    ingest_events(run, log[:cut])
+    resumed = {"seq": cut, "time": 1_700_000_100.0, "type": "status", "state": "running", "message": "resumed"}
+    ingest_events(run, [resumed] + event_log(steps=1, start_seq=cut + 1, start_step=2))
+    assert list(Group.objects.filter(superseded=True).values_list("step", "prompt_id")) == [(2, "p1")]
+    assert [g.prompt_id for g in groups_at(run, 2)[1]] == ["p1", "p2"]
