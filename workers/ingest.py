@@ -86,6 +86,22 @@ def _json_safe(value):
     return value
 
 
+def _live_messages(events: list[dict], last_step: int | None) -> list[dict]:
+    """The events' live messages, in order. A trainer status says after which step it came
+    (`after_step`, the highest step logged before it, as queries.resume_points places a resume): the
+    page cannot tell from what it has read, which an API read racing the socket may have put ahead."""
+    messages = []
+    for event in events:
+        message = _live_message(event)
+        if message is not None:
+            if message["type"] == "status":
+                message["after_step"] = last_step
+            messages.append(message)
+        if isinstance(event.get("step"), int):
+            last_step = event["step"] if last_step is None else max(last_step, event["step"])
+    return messages
+
+
 def _live_message(event: dict) -> dict | None:
     kind = event["type"]
     if kind == "metrics":
@@ -154,7 +170,7 @@ def ingest_events(run: Run, events: list[dict]) -> int:
                    [updates["last_seq"], updates.get("last_step", stored_step), run.pk])
         for name, value in updates.items():
             setattr(run, name, value)
-        messages = [m for m in map(_live_message, new) if m is not None]
+        messages = _live_messages(new, stored_step)
         trained = [e for e in new if e["type"] == "metrics"]
         if memory.rules is not None:
             memory.rules.add(new)

@@ -351,7 +351,9 @@
       if (m.source === "trainer") {
         // The trainer says `running` each time it starts; after the first, it is a resume.
         if (m.state === "running") {
-          if (started) { resumes.push({ step: lastStep, time: Date.now() / 1000 }); redrawMarkers(); }
+          // after_step: where the trainer stopped logging; lastStep may be ahead (an API read raced the socket)
+          const at = m.after_step === undefined ? lastStep : m.after_step;
+          if (started) { resumes.push({ step: at, time: Date.now() / 1000 }); redrawMarkers(); }
           started = true;
         }
         // The supervisor has the last word on how a run ended (exit code, cancel).

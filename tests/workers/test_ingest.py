@@ -69,6 +69,21 @@ def test_it_pushes_each_new_event_to_the_runs_channel_group(run):
     assert messages[3]["values"]["entropy"] == 1.0
 
 
+def test_a_trainer_status_says_after_which_step_it_came(run):
+    # the run page places a resume marker there; its own idea of the last step may be ahead (an API
+    # read that raced the socket)
+    layer = get_channel_layer()
+    channel = async_to_sync(layer.new_channel)()
+    async_to_sync(layer.group_add)(run_group_name(run.pk), channel)
+    first = event_log(steps=2)[:-2]
+    ingest_events(run, first)
+    async_to_sync(layer.receive)(channel)
+    resumed = {"seq": len(first), "time": 1_700_000_100.0, "type": "status", "state": "running", "message": "resumed"}
+    ingest_events(run, [resumed] + event_log(steps=1, start_seq=len(first) + 1, start_step=3))
+    statuses = [m for m in live_messages(async_to_sync(layer.receive)(channel)) if m["type"] == "status"]
+    assert [(m["state"], m["after_step"]) for m in statuses] == [("running", 2), ("succeeded", 3)]
+
+
 def test_one_poll_tells_the_run_page_its_events_and_the_team_run_list_its_progress(run):
     from webapp.live import team_group_name
 
