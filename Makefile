@@ -18,14 +18,14 @@ $(STAMP): requirements.txt
 	touch $(STAMP)
 
 demo: venv
-	EVOLAB_DEV=1 HF_HUB_OFFLINE=1 $(PY) scripts/demo.py
+	HF_HUB_OFFLINE=1 $(PY) scripts/demo.py
 
 # Headless Chromium for the browser tests: Debian's package, never a downloaded build.
 browser:
 	@sh scripts/ensure_chromium.sh
 
 test: venv browser
-	EVOLAB_DEV=1 HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py $(ARGS)
 
 # The benchmarks' baseline, an MLflow tracking server, lives in its own venv: never in the product's.
 BENCH_VENV := .venv-bench

@@ -268,10 +268,15 @@ def check_prompt_lengths(config: RunConfig, batch: int = 1024) -> None:
     limit, spec = config.hyperparameters["max_prompt_length"], get_method(config.method)
     tokenizer = load_tokenizer(config.model_path)
     for field, rows in (("prompts", config.prompts), ("eval_prompts", config.eval_prompts or [])):
-        for start in range(0, len(rows), batch):
-            chunk = rows[start:start + batch]
-            ids = tokenizer([formatted_prompt(tokenizer, spec, row) for row in chunk], add_special_tokens=False)["input_ids"]
-            for row, tokens in zip(chunk, ids):
+        texts = [formatted_prompt(tokenizer, spec, row) for row in rows]
+        # A token covers at least one UTF-8 byte (byte-level BPE; SentencePiece may add one word-start
+        # token), so only a text of `limit` bytes or more can be too long: usually none is, and nothing
+        # is tokenized here twice (TRL tokenizes each batch as it generates).
+        suspects = [(row, text) for row, text in zip(rows, texts) if len(text.encode("utf-8")) >= limit]
+        for start in range(0, len(suspects), batch):
+            chunk = suspects[start:start + batch]
+            ids = tokenizer([text for _, text in chunk], add_special_tokens=False)["input_ids"]
+            for (row, _), tokens in zip(chunk, ids):
                 if len(tokens) > limit:
                     raise ConfigError("max_prompt_length", f"{field}: prompt {row['id']!r} is {len(tokens):,} tokens "
                                       f"long with its chat template; max_prompt_length is {limit:,} (raise it or "

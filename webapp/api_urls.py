@@ -1,10 +1,7 @@
 from django.urls import path
 
-from webapp.numbers import register_id_converter
 from webapp.prompts import api_views as prompts
 from webapp.runs import api_views as runs
-
-register_id_converter()  # <id:pk>: at most 18 digits (webapp/numbers.py)
 
 urlpatterns = [
     path("prompt-sets", prompts.prompt_sets),
@@ -28,7 +25,6 @@ urlpatterns = [
 ]
 
 from webapp.alerts import api_views as alerts  # noqa: E402
-
 
 urlpatterns += [
     path("teams", alerts.teams),

@@ -17,7 +17,7 @@ def whole_number(text) -> int | None:
 
 
 class IdConverter:
-    """The `<id:...>` path converter (webapp/urls.py registers it): like Django's `int`, but at most
+    """The `<id:...>` path converter (registered by webapp/runs/apps.py): like Django's `int`, but at most
     MAX_DIGITS digits, so /api/runs/99999999999999999999 is a 404 instead of a database error."""
 
     regex = f"[0-9]{{1,{MAX_DIGITS}}}"
@@ -27,11 +27,3 @@ class IdConverter:
 
     def to_url(self, value) -> str:
         return str(value)
-
-
-def register_id_converter() -> None:
-    """Called by the URL modules before their patterns (webapp/urls.py, webapp/routing.py); once."""
-    from django.urls import converters, register_converter
-
-    if "id" not in converters.get_converters():
-        register_converter(IdConverter, "id")

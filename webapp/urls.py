@@ -3,10 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from webapp.accounts.sign_in import SignInView
-from webapp.numbers import register_id_converter
 from webapp.runs.views import healthz
-
-register_id_converter()  # <id:pk> in every URL module included below
 
 urlpatterns = [
     path("healthz", healthz),

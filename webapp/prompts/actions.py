@@ -14,9 +14,8 @@ def upload_prompt_set(*, user, team, name: str, uploaded_file) -> PromptSet:
     Raises PromptFileError naming the line or field; on error nothing is saved. The
     caller has checked the user may upload to the team (a member or admin)."""
     filename = _clean_filename(uploaded_file.name)
-    name = check_name((name or "").strip()) or filename.rsplit(".", 1)[0][:NAME_MAX_CHARS]
-    data = uploaded_file.read()
-    parsed = parse_prompt_file(filename, data, settings.PROMPT_FILE_MAX_BYTES)
+    name = _set_name(name, filename)
+    parsed = parse_prompt_file(filename, uploaded_file.read(), settings.PROMPT_FILE_MAX_BYTES)
     return PromptSet.create_from_parsed(name=name, owner=user, team=team, filename=filename, parsed=parsed)
 
 
@@ -28,8 +27,9 @@ def receive_prompt_file(*, user, team, name: str, uploaded_file) -> PromptSet | 
         return upload_prompt_set(user=user, team=team, name=name, uploaded_file=uploaded_file)
     if uploaded_file.size > settings.PROMPT_FILE_MAX_BYTES:
         raise PromptFileError(too_large(uploaded_file.size, settings.PROMPT_FILE_MAX_BYTES))
-    return uploads.queue_upload(user=user, team=team, name=check_name((name or "").strip()),
-                                filename=_clean_filename(uploaded_file.name), data=uploaded_file.read())
+    filename = _clean_filename(uploaded_file.name)
+    return uploads.queue_upload(user=user, team=team, name=_set_name(name, filename), filename=filename,
+                                data=uploaded_file.read())
 
 
 NAME_MAX_CHARS = PromptSet._meta.get_field("name").max_length
@@ -45,6 +45,11 @@ def check_name(name: str) -> str:
     if bad is not None:
         raise PromptFileError(f"the name holds the control character {bad!a}; use printable text", field="name")
     return name
+
+
+def _set_name(typed: str | None, filename: str) -> str:
+    """The set's name: as typed (checked), or the file's name without its extension."""
+    return check_name((typed or "").strip()) or filename.rsplit(".", 1)[0][:NAME_MAX_CHARS]
 
 
 def _clean_filename(raw: str | None) -> str:

@@ -111,7 +111,7 @@ class PromptUpload(models.Model):
 
     team = models.ForeignKey("accounts.Team", on_delete=models.CASCADE, related_name="prompt_uploads")
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="prompt_uploads")
-    name = models.CharField(max_length=200, blank=True)  # as typed; blank: the file's name
+    name = models.CharField(max_length=200)  # the set's name to be (as typed, or the file's)
     filename = models.CharField(max_length=255)
     size = models.PositiveBigIntegerField()
     # The file itself, in the database rather than on the web host's disk: a worker on another host

@@ -375,9 +375,9 @@ def _parse_parquet(data: bytes, max_bytes: int, progress: Progress | None = None
                     raise PromptFileError(f"the Parquet file decodes to more than {limit:,} bytes by row {number:,}; "
                                           f"at most {PARQUET_DECODED_FACTOR} times the upload limit is read")
                 raws.append(raw)
+    except PromptFileError:
+        raise
     except (pa.ArrowException, OSError, ValueError) as exc:
-        if isinstance(exc, PromptFileError):
-            raise
         raise PromptFileError(f"the file is not a valid Parquet file ({exc})") from None
     return _build(raws, "verl_parquet" if verl else "parquet", ids_may_repeat=verl, progress=progress)
 

@@ -58,9 +58,8 @@ def parse_upload(upload_id: int) -> str:
         current = PromptUpload.objects.select_for_update().get(pk=upload.pk)
         if current.finished:
             return "skipped"
-        prompt_set = PromptSet.create_from_parsed(name=upload.name or _default_name(upload.filename),
-                                                  owner=upload.owner, team=upload.team, filename=upload.filename,
-                                                  parsed=parsed)
+        prompt_set = PromptSet.create_from_parsed(name=upload.name, owner=upload.owner, team=upload.team,
+                                                  filename=upload.filename, parsed=parsed)
         current.state, current.prompt_set, current.data = PromptUpload.DONE, prompt_set, b""
         current.save(update_fields=["state", "prompt_set", "data", "updated_at"])
     log.info("prompt upload %s saved as set %s (%s rows)", upload.pk, prompt_set.pk, len(parsed.rows))
@@ -104,10 +103,6 @@ def _fail(upload_id: int, message: str, field: str) -> str:
     PromptUpload.objects.filter(pk=upload_id).update(state=PromptUpload.FAILED, error=message, error_field=field,
                                                      data=b"", updated_at=timezone.now())
     return PromptUpload.FAILED
-
-
-def _default_name(filename: str) -> str:
-    return filename.rsplit(".", 1)[0][:PromptSet._meta.get_field("name").max_length]
 
 
 def resend_stale(now=None) -> list[int]:

@@ -1,10 +1,6 @@
 from django.urls import path
 
-from webapp.numbers import register_id_converter
-
 from . import views
-
-register_id_converter()  # <id:pk>: at most 18 digits (webapp/numbers.py)
 
 app_name = "prompts"
 urlpatterns = [

@@ -15,7 +15,7 @@ from rl.methods import METHODS
 from webapp.accounts.access import require_role, role_in, teams_of
 from webapp.accounts.models import Membership
 from webapp.accounts.teams import current_team
-from webapp.numbers import is_whole_number
+from webapp.numbers import whole_number
 from webapp.prompts.models import PromptSet
 
 from . import presets
@@ -116,7 +116,7 @@ def initial_form(request) -> LaunchForm:
     clone_id = request.GET.get("clone", "")
     if clone_id:
         source = Run.objects.visible_to(user).select_related("prompt_set", "team").filter(
-            pk=int(clone_id) if is_whole_number(clone_id) else 0).first()
+            pk=whole_number(clone_id) or 0).first()
         if source is None:
             # A stale link and another team's run answer alike (DESIGN §4.4).
             raise Http404(f"no run with id {clone_id}")
@@ -141,7 +141,7 @@ def initial_form(request) -> LaunchForm:
         values["max_steps"] = str(presets.preset_values(values["method"], preset)["max_steps"] or values["max_steps"])
     values["team"] = _initial_team(request, values, sets, teams)
     form.team_thresholds = team_thresholds([t.pk for t in teams])
-    effective = form.team_thresholds.get(int(values["team"])) if is_whole_number(values["team"]) else None
+    effective = form.team_thresholds.get(whole_number(values["team"]))
     form.alert_values = _copy_thresholds(effective or resolve_thresholds())
     if source is not None:
         for kind, params in ((source.hyperparameters or {}).get("alert_rules") or {}).items():
@@ -152,10 +152,9 @@ def initial_form(request) -> LaunchForm:
 
 def _initial_team(request, values, sets, teams) -> str:
     chosen = values.get("team") or ""
-    if is_whole_number(values["prompt_set"]):
-        owner = next((s.team_id for s in sets if s.pk == int(values["prompt_set"])), None)
-        if owner is not None:
-            return str(owner)
+    owner = _set_owner(values, sets)
+    if owner is not None:
+        return str(owner)
     if chosen:
         return chosen
     team = current_team(request)
@@ -206,11 +205,14 @@ def posted_form(request) -> LaunchForm:
 
 
 def _team_of_post(values, sets) -> int | None:
-    if is_whole_number(values["prompt_set"]):
-        owner = next((s.team_id for s in sets if s.pk == int(values["prompt_set"])), None)
-        if owner is not None:
-            return owner
-    return int(values["team"]) if is_whole_number(values["team"]) else None
+    owner = _set_owner(values, sets)
+    return owner if owner is not None else whole_number(values["team"])
+
+
+def _set_owner(values, sets) -> int | None:
+    """The team of the chosen prompt set among `sets` (a run trains in its set's team)."""
+    pk = whole_number(values["prompt_set"])
+    return next((s.team_id for s in sets if s.pk == pk), None)
 
 
 def hyperparameters_from_form(method: str, post) -> dict:
@@ -262,11 +264,11 @@ def submit(request):
     values = form.values
     visible_sets = PromptSet.objects.visible_to(user).select_related("team")
     try:
-        prompt_set = visible_sets.filter(pk=int(values["prompt_set"])).first() if is_whole_number(values["prompt_set"]) else None
+        prompt_set = visible_sets.filter(pk=whole_number(values["prompt_set"]) or 0).first()
         if prompt_set is None:
             raise RunInputError("choose a prompt set", "prompt_set")
         if values["team"]:
-            team = teams_of(user).filter(pk=int(values["team"])).first() if is_whole_number(values["team"]) else None
+            team = teams_of(user).filter(pk=whole_number(values["team"]) or 0).first()
             if team is None:
                 raise RunInputError(f"no team {values['team']!r} among yours", "team")
             require_role(user, team, Membership.MEMBER)
@@ -280,13 +282,12 @@ def submit(request):
             raise RunInputError(f"unknown method {method!r}", "method")
         eval_prompt_set = None
         if values["eval_prompt_set"]:
-            if is_whole_number(values["eval_prompt_set"]):
-                eval_prompt_set = visible_sets.filter(pk=int(values["eval_prompt_set"])).first()
+            eval_prompt_set = visible_sets.filter(pk=whole_number(values["eval_prompt_set"]) or 0).first()
             if eval_prompt_set is None:
                 raise RunInputError(f"no prompt set with id {values['eval_prompt_set']!r}", "eval_prompt_set")
         cloned_from = None
-        if is_whole_number(values["cloned_from"]):
-            cloned_from = Run.objects.visible_to(user).filter(pk=int(values["cloned_from"])).first()
+        if values["cloned_from"]:
+            cloned_from = Run.objects.visible_to(user).filter(pk=whole_number(values["cloned_from"]) or 0).first()
         hyperparameters = hyperparameters_from_form(method, post)
         effective = team_thresholds([prompt_set.team_id])[prompt_set.team_id]
         overrides = alert_overrides_from_form(post, effective)
@@ -339,7 +340,7 @@ def context(form: LaunchForm) -> dict:
                            for hp in hps],
             })
         sections.append({"key": key, "title": title, "blocks": blocks})
-    team_id = int(form.values["team"]) if is_whole_number(form.values["team"]) else None
+    team_id = whole_number(form.values["team"])
     effective = form.team_thresholds.get(team_id) or resolve_thresholds()
     alert_rows = []
     for kind in RULE_KINDS:

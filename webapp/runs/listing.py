@@ -10,7 +10,7 @@ from django.db.models.expressions import RawSQL
 from rl.methods import METHODS
 from webapp.accounts.access import teams_of
 from webapp.accounts.teams import current_team
-from webapp.numbers import is_whole_number
+from webapp.numbers import whole_number
 from webapp.prompts.models import PromptSet
 
 from .health import no_worker_for, worker_command
@@ -59,7 +59,7 @@ def run_listing(request) -> RunListing:
     if filters["state"]:
         runs = runs.filter(state=filters["state"])
     if filters["prompt_set"]:
-        runs = runs.filter(prompt_set_id=int(filters["prompt_set"])) if is_whole_number(filters["prompt_set"]) else runs.none()
+        runs = runs.filter(prompt_set_id=whole_number(filters["prompt_set"]) or 0)
     if filters["created_by"]:
         runs = runs.filter(created_by__username=filters["created_by"])
     if filters["tag"]:

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 from rl.answers import matches_reference
 from webapp.accounts.access import require_role, role_in
 from webapp.accounts.models import Membership
-from webapp.numbers import is_whole_number, whole_number
+from webapp.numbers import whole_number
 
 from . import series
 from .actions import RunInputError, cancel_run, resume_run
@@ -103,8 +103,9 @@ def run_questions(request, pk):
     """R-Zero: the question pool of one iteration, with p̂, pseudo-label and kept flag."""
     run = get_object_or_404(Run.objects.visible_to(request.user), pk=pk)
     iterations = run.rzero_iterations()
-    iteration = request.GET.get("iteration")
-    iteration = int(iteration) if iteration and is_whole_number(iteration) else (iterations[-1] if iterations else None)
+    iteration = whole_number(request.GET.get("iteration", ""))
+    if iteration is None:
+        iteration = iterations[-1] if iterations else None
     rows = run.rzero_questions(iteration) if iteration is not None else []
     return render(
         request,

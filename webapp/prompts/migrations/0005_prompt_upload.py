@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
             name='PromptUpload',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(blank=True, max_length=200)),
+                ('name', models.CharField(max_length=200)),
                 ('filename', models.CharField(max_length=255)),
                 ('size', models.PositiveBigIntegerField()),
                 ('data', models.BinaryField(default=bytes)),
