@@ -121,7 +121,7 @@ class PromptUpload(models.Model):
     rows_checked = models.PositiveIntegerField(default=0)
     row_count = models.PositiveIntegerField(null=True)  # known once the file is read
     error = models.TextField(blank=True)
-    error_field = models.CharField(max_length=20, blank=True)  # "name" or "file"
+    error_field = models.CharField(max_length=20, blank=True)  # "file", "name", or a row's field ("prompt", "id", ...)
     prompt_set = models.OneToOneField(PromptSet, null=True, blank=True, on_delete=models.SET_NULL, related_name="upload")
     attempts = models.PositiveSmallIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
