@@ -53,10 +53,12 @@ def test_the_demo_starts_everything_serves_the_dashboard_and_stops_on_ctrl_c(tmp
             if health.get("workers") == 2:
                 break
             time.sleep(1)
-        # One worker trains (queue cpu), one sends alert notifications (queue alerts).
+        # One worker trains (queue cpu), one sends alert notifications and parses large uploads
+        # (queues alerts and uploads).
         assert health == {"db": "ok", "redis": "ok", "workers": 2}
         session = requests.Session()
         login = session.get(base + "/accounts/login/")
+        assert login.status_code == 200  # the sign-in page sets the CSRF cookie posted below
         token = session.cookies["csrftoken"]
         page = session.post(base + "/accounts/login/", data={"username": "demo", "password": "evolab-demo",
                                                              "csrfmiddlewaretoken": token}, headers={"Referer": base})

@@ -1,6 +1,5 @@
 """rl.launch: the command the supervisor runs for 0, 1 or several GPUs, and a real two-process run on CPU."""
 
-import json
 import socket
 import subprocess
 import sys
