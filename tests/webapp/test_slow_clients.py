@@ -1,0 +1,107 @@
+"""A download read slowly must not be buffered whole in the web server (webapp/http_bridge.py).
+
+daphne writes whatever the application sends into Twisted's buffer without waiting for the socket,
+so a 2 GB export read over a slow link (or by a client that stopped reading) sat in daphne's memory
+as fast as the database produced it. The bridge now waits while Twisted says the socket's buffer is
+full, which holds the thread, which holds the response's generator: a response is produced as fast
+as its client reads it. A client that reads nothing for EVOLAB_HTTP_STALL_SECONDS is disconnected,
+so a stalled download does not keep one of the server's threads forever."""
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.webapp.slow_client_app import CHUNK, CHUNKS
+
+ROOT = Path(__file__).resolve().parents[2]
+TOTAL = len(CHUNK) * CHUNKS
+STALL_SECONDS = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    port = free_port()
+    env = {**os.environ, "EVOLAB_HTTP_STALL_SECONDS": str(STALL_SECONDS)}
+    process = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                                "tests.webapp.slow_client_app:application"], cwd=ROOT, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            assert process.poll() is None and time.monotonic() < deadline, "daphne did not start"
+            time.sleep(0.2)
+    yield port
+    process.terminate()
+    process.wait(timeout=20)
+
+
+def server_state(port) -> dict:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(b"GET /state HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    return json.loads(data.split(b"\r\n\r\n", 1)[1])
+
+
+def open_download(port) -> tuple[socket.socket, int]:
+    """A connection asking for the 100 MiB body, and how many bytes its first read received."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)  # a slow link: little in flight
+    s.connect(("127.0.0.1", port))
+    s.settimeout(30)
+    s.sendall(b"GET /download HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    return s, len(s.recv(65536))  # the headers and the first bytes
+
+
+def read_all(s: socket.socket) -> int:
+    """Bytes received until the server closed the connection (or cut it: a reset ends the count too)."""
+    got = 0
+    try:
+        while chunk := s.recv(1 << 20):
+            got += len(chunk)
+    except ConnectionResetError:
+        pass
+    return got
+
+
+def test_a_client_that_reads_slowly_is_sent_only_what_it_reads(server):
+    before = server_state(server)["produced"]
+    download, first = open_download(server)
+    time.sleep(1.0)  # the client reads nothing for a while (less than the stall limit)
+    produced = server_state(server)["produced"] - before
+    # what the socket buffers and the bridge's queue hold, not the 100 MiB body
+    assert produced < 24 * 2**20, f"{produced / 2**20:.0f} MiB produced for a client that read 64 KiB"
+    received = first + read_all(download)
+    download.close()
+    assert received > TOTAL  # the whole body (and its headers) still arrives once the client reads
+
+
+def test_a_client_that_stops_reading_is_disconnected_and_frees_its_thread(server):
+    closed = server_state(server)["closed"]
+    downloads = [open_download(server) for _ in range(2)]  # as many as the server has threads
+    deadline = time.monotonic() + STALL_SECONDS + 15
+    while server_state(server)["closed"] < closed + 2:
+        assert time.monotonic() < deadline, "a stalled download kept its thread"
+        time.sleep(0.2)
+    for download, first in downloads:
+        assert first + read_all(download) < TOTAL  # the connection was cut, short of the whole body
+        download.close()
+    # both threads serve the next download whole
+    download, first = open_download(server)
+    assert first + read_all(download) > TOTAL
+    download.close()
