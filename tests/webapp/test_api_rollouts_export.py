@@ -70,3 +70,17 @@ def test_nothing_matching_is_an_empty_file(api_client, run):
     assert export(api_client, run, format="jsonl", answer="none such")[1] == b""
     assert export(api_client, run, format="csv", answer="none such")[1].decode().strip() == ",".join(exports.ROLLOUT_COLUMNS)
     assert pq.read_table(io.BytesIO(export(api_client, run, format="parquet", answer="none such")[1])).num_rows == 0
+
+
+def test_a_download_is_sent_in_pieces_small_enough_to_queue(api_client, run, monkeypatch):
+    whole = export(api_client, run, format="csv")[1]
+    monkeypatch.setattr(exports, "PIECE_BYTES", 100)
+    response = api_client.get(f"/api/runs/{run.pk}/rollouts/export", {"format": "csv"})
+    pieces = list(response.streaming_content)
+    assert b"".join(pieces) == whole and len(pieces) > len(whole) // 100 and max(map(len, pieces)) <= 100
+
+
+def test_pieces_keep_every_byte_of_text_and_binary_chunks():
+    text = "é1€" * 300  # multi-byte characters cut between pieces still join back whole
+    pieces = list(exports.in_pieces([text, b"\x00\xff", ""], size=7))
+    assert b"".join(pieces) == text.encode() + b"\x00\xff" and max(map(len, pieces)) <= 7

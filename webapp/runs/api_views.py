@@ -190,7 +190,7 @@ def run_rollouts_export(request, run_id):
 
 def _attachment(body, content_type: str, filename: str) -> StreamingHttpResponse:
     """A file download streamed as `body` yields its pieces."""
-    response = StreamingHttpResponse(body, content_type=content_type)
+    response = StreamingHttpResponse(exports.in_pieces(body), content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 

@@ -108,6 +108,26 @@ def rollouts_parquet(pages):
 # --- the two file formats, written as they stream -------------------------------------------------
 
 
+PIECE_BYTES = 256 * 1024
+
+
+def in_pieces(body, size: int | None = None):
+    """The bytes of `body` (an iterable of str or bytes) in pieces of at most `size`: a page of 1,000
+    rollouts is ~2 MB of CSV, and every piece handed to the web server waits whole in its queue and
+    socket buffer behind a slow client (webapp/http_bridge.py), so smaller pieces keep a download's
+    memory small."""
+    size = size or PIECE_BYTES
+    for chunk in body:
+        data = chunk.encode() if isinstance(chunk, str) else chunk
+        if len(data) <= size:
+            if data:
+                yield data
+            continue
+        view = memoryview(data)
+        for start in range(0, len(data), size):
+            yield bytes(view[start:start + size])
+
+
 def _csv(header: list[str], batches):
     """CSV text in pieces: the header, then one piece per batch of rows (lists of cells)."""
     buffer = io.StringIO()
