@@ -127,8 +127,8 @@ class WSGIBridge(WSGIMiddleware):
     """a2wsgi's WSGIMiddleware with _Responder for HTTP."""
 
     def __init__(self, app, workers: int = 10, send_queue_size: int = 2):
-        # A chunk handed over waits in the queue: an export's chunk is a page of 1,000 rollouts (~2 MB),
-        # so a2wsgi's default of 10 kept up to 20 MB of it per download behind a slow client.
+        # A chunk handed over waits whole in the queue behind a slow client: two keep the socket busy,
+        # a2wsgi's default of 10 held 20 MB of an export when its chunks were pages of ~2 MB.
         super().__init__(app, workers=workers, send_queue_size=send_queue_size)
 
     async def __call__(self, scope, receive, send):
