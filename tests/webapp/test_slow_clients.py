@@ -105,3 +105,16 @@ def test_a_client_that_stops_reading_is_disconnected_and_frees_its_thread(server
     download, first = open_download(server)
     assert first + read_all(download) > TOTAL
     download.close()
+
+
+def test_a_client_that_goes_away_mid_download_stops_the_response_at_once(server):
+    state = server_state(server)
+    download, _ = open_download(server)
+    time.sleep(0.5)
+    download.close()  # a cancelled download: the rest of the body is never produced
+    deadline = time.monotonic() + 5  # well before daphne's own cancel (10 s) or the stall limit
+    while server_state(server)["closed"] == state["closed"]:
+        assert time.monotonic() < deadline, "the response went on after its client left"
+        time.sleep(0.1)
+    produced = server_state(server)["produced"] - state["produced"]
+    assert produced < 24 * 2**20, f"{produced / 2**20:.0f} MiB produced for a client that left"
