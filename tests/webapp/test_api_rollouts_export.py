@@ -84,3 +84,20 @@ def test_pieces_keep_every_byte_of_text_and_binary_chunks():
     text = "é1€" * 300  # multi-byte characters cut between pieces still join back whole
     pieces = list(exports.in_pieces([text, b"\x00\xff", ""], size=7))
     assert b"".join(pieces) == text.encode() + b"\x00\xff" and max(map(len, pieces)) <= 7
+
+
+def test_pieces_closed_early_close_what_they_read():
+    closed = []
+
+    def pages():
+        try:
+            yield "a" * 10
+            yield "b" * 10
+        finally:
+            closed.append(True)
+
+    read = pages()  # held here too, so only an explicit close ends it
+    pieces = exports.in_pieces(read, size=4)
+    assert next(pieces) == b"aaaa"
+    pieces.close()  # the client went away: Django closes the response
+    assert closed == [True]

@@ -117,15 +117,19 @@ def in_pieces(body, size: int | None = None):
     socket buffer behind a slow client (webapp/http_bridge.py), so smaller pieces keep a download's
     memory small."""
     size = size or PIECE_BYTES
-    for chunk in body:
-        data = chunk.encode() if isinstance(chunk, str) else chunk
-        if len(data) <= size:
-            if data:
-                yield data
-            continue
-        view = memoryview(data)
-        for start in range(0, len(data), size):
-            yield bytes(view[start:start + size])
+    try:
+        for chunk in body:
+            data = chunk.encode() if isinstance(chunk, str) else chunk
+            if len(data) <= size:
+                if data:
+                    yield data
+                continue
+            view = memoryview(data)
+            for start in range(0, len(data), size):
+                yield bytes(view[start:start + size])
+    finally:
+        if hasattr(body, "close"):  # a download stopped early ends the pages it was reading now
+            body.close()
 
 
 def _csv(header: list[str], batches):
