@@ -72,7 +72,6 @@ class _SocketFlow:
         self.request, self._send, self._on_gone = request, send, on_gone
         self.writable = asyncio.Event()
         self.writable.set()
-        self.registered = False
 
     @classmethod
     def of(cls, send, on_gone):
@@ -110,21 +109,19 @@ class _SocketFlow:
 
     def _register(self) -> bool:
         """Registered with the request (once, at the first chunk of a body that streams)."""
-        if not self.registered:
-            channel = getattr(self.request, "channel", None)
-            if channel is None or self.request.finished or self.request.producer is not None:
-                return False  # the connection is gone (or someone else paces it): send as daphne would
-            self.request.registerProducer(self, True)
-            self.registered = True
-            if getattr(channel, "_waitingForTransport", False):  # already full: Twisted says so only on change
-                self.writable.clear()
+        if self.request.producer is self:
+            return True
+        channel = getattr(self.request, "channel", None)
+        if channel is None or self.request.finished or self.request.producer is not None:
+            return False  # the connection is gone (or someone else paces it): send as daphne would
+        self.request.registerProducer(self, True)
+        if getattr(channel, "_waitingForTransport", False):  # already full: Twisted says so only on change
+            self.writable.clear()
         return True
 
     def release(self):
-        if self.registered:
-            self.registered = False
-            if getattr(self.request, "channel", None) is not None and self.request.producer is self:
-                self.request.unregisterProducer()
+        if self.request.producer is self and getattr(self.request, "channel", None) is not None:
+            self.request.unregisterProducer()
 
 
 class WSGIBridge(WSGIMiddleware):
