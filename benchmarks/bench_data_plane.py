@@ -173,7 +173,7 @@ def write_log(path: Path, events) -> None:
 
 
 def ingest_one_step_per_call(run, log: Log, first_step: int, steps: int) -> float:
-    from workers.ingest import ingest_events
+    from webapp.runs.ingestion import ingest_events
 
     events = [log.metrics(s) for s in range(first_step, first_step + steps)]
     started = time.perf_counter()
@@ -184,7 +184,8 @@ def ingest_one_step_per_call(run, log: Log, first_step: int, steps: int) -> floa
 
 def ingest_whole_log(run, log: Log, first_step: int, steps: int, tmp: Path) -> float:
     """As a restarted supervisor does: EventTail's bounded batches of the log file, one transaction each."""
-    from workers.ingest import EventTail, ingest_events
+    from webapp.runs.ingestion import ingest_events
+from workers.event_tail import EventTail
 
     path = tmp / f"log-{run.pk}-{first_step}.jsonl"
     write_log(path, (log.metrics(s) for s in range(first_step, first_step + steps)))
@@ -198,7 +199,7 @@ def ingest_whole_log(run, log: Log, first_step: int, steps: int, tmp: Path) -> f
 
 def ingest_rollouts(run, log: Log, first_step: int, steps: int, pool: list[str]) -> float:
     """One call per step, each the step's 8 groups of 64 rollouts (a live EVOL-RL run's poll)."""
-    from workers.ingest import ingest_events
+    from webapp.runs.ingestion import ingest_events
 
     batches = [log.groups(s, pool) for s in range(first_step, first_step + steps)]
     started = time.perf_counter()

@@ -1,7 +1,7 @@
 """The rollout explorer at 1,000,000 rollouts in one run (issue 10), on PostgreSQL over HTTP.
 
 A synthetic EVOL-RL-shaped run (8 prompts × 64 rollouts of ~2 KB per step, 1,954 steps) is ingested
-through the project's own ingestion (workers.ingest.ingest_events, one call per step as a live
+through the project's own ingestion (webapp.runs.ingestion.ingest_events, one call per step as a live
 supervisor polls), its texts indexed as the supervisor indexes them (webapp.runs.text_search.catch_up),
 then daphne answers, with an API token on one kept-alive connection:
 - searches (first pages, a deep keyset page, filters, free text both rare and common, a method extra)
@@ -126,7 +126,7 @@ def main() -> int:
         url = dp.recreate_database("evolab_explorer_bench")
         user, prompt_set, token = dp.django_setup(url)
         from webapp.runs import text_search
-        from workers.table_statistics import keep_statistics
+        from webapp.runs.table_statistics import keep_statistics
 
         pool = pool_of_texts()
         run = dp.new_run(user, prompt_set, "explorer")

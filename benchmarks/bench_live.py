@@ -1,7 +1,7 @@
 """Live delivery to 50 viewers of one run (issue 11), on PostgreSQL and Redis, over daphne.
 
 Fifty WebSocket clients watch ws/runs/{id}/ (API token, as scripts do) and one headless Chromium has
-the run page open, while this process ingests the run's events through workers.ingest.ingest_events,
+the run page open, while this process ingests the run's events through webapp.runs.ingestion.ingest_events,
 as a supervisor does (its push goes out when the ingestion commits). Measured:
 
 - latency: from a step's event written (its ingestion committed: the moment the push starts) to each
@@ -111,7 +111,7 @@ def main() -> int:
     from django.test import Client
 
     from webapp import live
-    from workers.ingest import ingest_events
+    from webapp.runs.ingestion import ingest_events
 
     # when each push starts (ingestion calls it once its transaction commits): the "written" moment
     pushed_at: list[float] = []

@@ -30,9 +30,10 @@ from django.db import DatabaseError, InterfaceError, OperationalError, connectio
 from rl import launch
 from rl.methods import get_method
 from webapp.runs import lifecycle, text_search
+from webapp.runs.ingestion import ingest_events
 from webapp.runs.models import Run, RunEvent
 
-from .ingest import EventTail, ingest_events
+from .event_tail import EventTail
 from .shutdown import WORKER_SHUTTING_DOWN
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ from webapp.alerts import engine
 from webapp.alerts.models import Alert, TeamAlertRules, Webhook, WebhookDelivery
 from webapp.runs import lifecycle
 from webapp.runs.models import MetricPoint, Run
-from workers.ingest import ingest_events
+from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db
 

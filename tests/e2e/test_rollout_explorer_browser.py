@@ -11,7 +11,7 @@ from tests.e2e.helpers import off_loop, sign_in
 from tests.factories import make_prompt_set
 from webapp.runs import text_search
 from webapp.runs.models import Run
-from workers.ingest import ingest_events
+from webapp.runs.ingestion import ingest_events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("transactional_db")]
 

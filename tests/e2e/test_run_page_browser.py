@@ -7,7 +7,7 @@ import pytest
 from tests.e2e.helpers import off_loop, sign_in
 from tests.factories import event_log, make_prompt_set
 from webapp.runs.models import Run
-from workers.ingest import ingest_events
+from webapp.runs.ingestion import ingest_events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("transactional_db")]
 

@@ -7,7 +7,7 @@ from tests.factories import make_prompt_set, searchable_events
 def searched_run(user):
     """An EVOL-RL run holding searchable_events' 24 rollouts (the rollout search and export tests)."""
     from webapp.runs.models import Run
-    from workers.ingest import ingest_events
+    from webapp.runs.ingestion import ingest_events
 
     run = Run.objects.create(name="r", method="evol_rl", prompt_set=make_prompt_set(user), max_steps=10, created_by=user)
     ingest_events(run, searchable_events())

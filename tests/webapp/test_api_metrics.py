@@ -4,7 +4,7 @@ import pytest
 from tests.factories import event_log, make_prompt_set, make_team
 from webapp.runs.models import Run
 from webapp.runs.queries import downsample, metric_series
-from workers.ingest import _live_message, ingest_events
+from webapp.runs.ingestion import _live_message, ingest_events
 
 pytestmark = pytest.mark.django_db
 

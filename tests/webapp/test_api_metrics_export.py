@@ -9,7 +9,7 @@ from django.http import StreamingHttpResponse
 from tests.factories import make_prompt_set
 from webapp.runs import series
 from webapp.runs.models import Run
-from workers.ingest import ingest_events
+from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db
 

@@ -3,7 +3,7 @@ import pytest
 
 from tests.factories import event_log, make_prompt_set
 from webapp.runs.models import Group, Run
-from workers.ingest import ingest_events
+from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db
 

@@ -109,7 +109,7 @@ def test_a_word_is_a_run_of_letters_and_digits_whatever_surrounds_it(api_client,
     from tests.factories import make_prompt_set
     from webapp.runs import text_search
     from webapp.runs.models import Run
-    from workers.ingest import ingest_events
+    from webapp.runs.ingestion import ingest_events
 
     run = Run.objects.create(name="words", method="ttrl", prompt_set=make_prompt_set(user), max_steps=1, created_by=user)
     text = '<b>Bold</b> <img src=x onerror="alert(1)"> x^2+3.14 e-mail naïve'
@@ -136,7 +136,7 @@ def test_prompt_text_finds_the_rollouts_of_prompts_holding_its_words(api_client,
 
 def test_text_search_indexes_what_ingestion_adds_later(api_client, run):
     from webapp.runs import text_search
-    from workers.ingest import ingest_events
+    from webapp.runs.ingestion import ingest_events
 
     text_search.catch_up_fully(run.pk)
     ingest_events(run, [{"seq": 100, "time": 1.8e9, "type": "group", "step": 4, "prompt_id": "p1", "majority_answer": "0",

@@ -2,7 +2,7 @@ import pytest
 
 from tests.factories import event_log, make_prompt_set
 from webapp.runs.models import Run
-from workers.ingest import ingest_events
+from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from webapp.runs import series
 from webapp.runs.models import MetricChunk, MetricPoint, Run
 from webapp.runs.series import CHUNK_STEPS, OPEN_TAIL
 from webapp.runs.queries import metric_series
-from workers.ingest import ingest_events
+from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db
 

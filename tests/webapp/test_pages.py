@@ -6,7 +6,7 @@ from tests.factories import event_log, make_prompt_set
 from webapp.prompts.models import PromptSet
 from webapp.runs.models import Run
 from webapp.runs.templatetags.rollout_text import highlight_boxed, number
-from workers.ingest import ingest_events
+from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ from tests.factories import event_log, make_prompt_set, make_team
 from webapp.accounts.teams import SESSION_KEY
 from webapp.alerts.models import Alert
 from webapp.runs.models import Run
-from workers.ingest import ingest_events
+from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db
 

@@ -8,7 +8,7 @@ import pytest
 from tests.factories import event_log, make_prompt_set, make_team
 from webapp.runs.models import Run
 from webapp.runs.queries import metric_group, resume_points
-from workers.ingest import ingest_events
+from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db
 

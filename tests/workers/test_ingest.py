@@ -7,7 +7,8 @@ from channels.layers import get_channel_layer
 from tests.factories import event_log, live_messages, make_prompt_set
 from webapp.runs.models import Group, MetricPoint, Rollout, Run, RunEvent
 from webapp.runs.queries import metric_series
-from workers.ingest import EventTail, ingest_events
+from webapp.runs.ingestion import ingest_events
+from workers.event_tail import EventTail
 from webapp.live import run_group_name
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -254,7 +255,7 @@ def test_ingestion_analyses_a_bulk_loaded_table_once_a_tenth_of_it_changed(user,
 
     from django.db import connection
 
-    from workers import table_statistics
+    from webapp.runs import table_statistics
 
     if connection.vendor != "postgresql":
         pytest.skip("planner statistics are PostgreSQL's")

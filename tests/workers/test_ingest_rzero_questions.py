@@ -6,7 +6,7 @@ from channels.layers import get_channel_layer
 from tests.factories import live_messages, make_prompt_set
 from webapp.live import run_group_name
 from webapp.runs.models import Run, RunEvent, RZeroQuestion
-from workers.ingest import ingest_events
+from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

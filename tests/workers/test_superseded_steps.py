@@ -7,7 +7,7 @@ from tests.factories import event_log, make_prompt_set
 from webapp.runs.models import Group, Rollout, Run
 from webapp.runs.queries import groups_at
 from webapp.runs.search import search
-from workers.ingest import ingest_events
+from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db
 

@@ -2,7 +2,7 @@
 and acknowledged, and their notifications queued. The rule logic itself is pure and
 lives in rl/alert_rules.py; this module feeds it a run's history and persists its answer.
 
-Called where events are ingested (workers/ingest.py, every new step), when a run ends
+Called where events are ingested (webapp/runs/ingestion.py, every new step), when a run ends
 failed (webapp/runs/lifecycle.py) and by the periodic stalled-run check."""
 import bisect
 import logging

@@ -18,7 +18,7 @@ from .models import MetricPoint, Run
 
 MAX_LISTED = 200
 # (metric name, column title, decimals): the last value of each is shown per run. The
-# live `run` message's `health` carries the same names (workers/ingest.py RUN_LIST_HEALTH).
+# live `run` message's `health` carries the same names (webapp/runs/ingestion.py RUN_LIST_HEALTH).
 HEALTH_COLUMNS = (
     ("entropy", "Entropy", 3),
     ("response_length/mean", "Length", 0),

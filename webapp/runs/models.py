@@ -259,7 +259,7 @@ class Group(models.Model):
     unique_answers = models.PositiveIntegerField(null=True)
     similarity_mean = models.FloatField(null=True)
     reward_mean = models.FloatField(null=True)
-    # A later group replaced it: its step was run again after a resume (workers/ingest.py::_supersede).
+    # A later group replaced it: its step was run again after a resume (webapp/runs/ingestion.py::_supersede).
     superseded = models.BooleanField(default=False, db_default=False)
 
     class Meta:
@@ -316,7 +316,7 @@ class Rollout(models.Model):
     used_for_training = models.BooleanField(default=True)
     entropy = models.FloatField(null=True)
     extra = models.JSONField(default=dict)
-    # Its step was run again after a resume (workers/ingest.py::_supersede): kept, marked, left out of
+    # Its step was run again after a resume (webapp/runs/ingestion.py::_supersede): kept, marked, left out of
     # the search and the pages unless asked for. A database default: ingestion COPYs rollouts without it.
     superseded = models.BooleanField(default=False, db_default=False)
 

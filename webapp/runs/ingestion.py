@@ -1,5 +1,7 @@
-"""Event ingestion: the one place that turns trainer events into database rows and
-live messages (DESIGN §2 step 4).
+"""Event ingestion: the one place that turns a run's events into database rows and live messages
+(DESIGN §2 step 4), whoever reports them: a worker's supervisor tailing its trainer's log
+(workers/supervisor.py) or, for a run trained elsewhere, the MLflow protocol and the rollouts
+endpoint (webapp/external/, through `append_events`).
 
 Idempotent by construction: the run row remembers the last seq stored (`Run.last_seq`,
 updated in the same transaction as the rows), and every event at or below it is skipped
@@ -9,11 +11,9 @@ Seqs only grow within a log (rl.events), so this is the same as "not stored yet"
 import logging
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from django.db import connection, transaction
 
-from rl.events import tail_events
 from rl.metrics import group_summary
 
 from webapp.alerts import engine as alerts
@@ -21,43 +21,12 @@ from webapp.live import push_on_commit
 from webapp.runs import lifecycle
 from webapp.runs import bulk, series
 from webapp.runs.models import Group, Rollout, Run, RunEvent, RZeroQuestion
-from workers.table_statistics import keep_statistics
+from webapp.runs.table_statistics import keep_statistics
 
 log = logging.getLogger(__name__)
 
 
-class EventTail:
-    """Reads the complete new events of a run's log, remembering where it stopped.
-
-    rl.events.tail_events does the reading: a line the trainer is still writing is left
-    for the next read rather than parsed half-written."""
-
-    def __init__(self, path: Path, batch_bytes: int | None = None):
-        self.path = Path(path)
-        self.offset = 0
-        self.batch_bytes = batch_bytes or BATCH_BYTES
-
-    def read_new(self) -> list[dict]:
-        """The next complete events, at most about batch_bytes of the log."""
-        events, self.offset = tail_events(self.path, self.offset, self.batch_bytes)
-        return events
-
-    def batches(self):
-        """Every complete event not read yet, in bounded batches: a supervisor catching up on a long log
-        (after a restart) holds one batch at a time, whatever the log's size."""
-        while True:
-            events = self.read_new()
-            if not events:
-                return
-            yield events
-
-
 RUN_TABLE = Run._meta.db_table
-
-# How much of a log one ingestion transaction reads: a few steps of a large run (8 x 64 rollouts of
-# several KB is a few MB per step), so memory stays flat while a restarted supervisor catches up.
-BATCH_BYTES = 8 * 1024 * 1024
-
 
 def _number(value):
     """JSON numbers for the database; NaN and infinities (a diverged loss) become None."""
