@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
-from rl.metrics import group_summary
+from rl.metrics import group_summary, similarity_mean
 
 from webapp.alerts import engine as alerts
 from webapp.live import push_on_commit
@@ -91,6 +91,9 @@ def _live_message(event: dict) -> dict | None:
                 for r in event.get("rollouts", [])
             ],
         }
+    if kind == "similarity":  # a group's heatmap, computed after the group (a run trained elsewhere)
+        return {"type": "group", "step": event["step"], "prompt_id": str(event["prompt_id"]),
+                "majority_answer": event.get("majority_answer"), "similarity": event.get("similarity"), "rollouts": []}
     if kind == "stage":
         return {"type": "stage", **{k: v for k, v in event.items() if k not in ("seq", "time", "type")}}
     if kind == "questions":  # the page links the set; its rows are read from the database
@@ -103,6 +106,16 @@ def _live_message(event: dict) -> dict | None:
 
 def ingest_events(run: Run, events: list[dict]) -> int:
     """Store the events not stored yet and push them live. Returns how many were new."""
+    return _ingest(run, events, append=False)
+
+
+def append_events(run: Run, events: list[dict]) -> int:
+    """Store events that carry no seq yet, numbered after the run's last one under its row lock: a run trained
+    elsewhere reports over HTTP, in requests that may arrive together, and has no log to number them."""
+    return _ingest(run, events, append=True)
+
+
+def _ingest(run: Run, events: list[dict], append: bool) -> int:
     if not events:
         return 0
     with transaction.atomic():
@@ -116,6 +129,8 @@ def ingest_events(run: Run, events: list[dict]) -> int:
         if memory is None or memory.seq != stored_seq:
             memory = _RunMemory(seq=stored_seq, rules=alerts.RuleMemory({}) if stored_seq < 0 else None)
         run._ingest_memory = None  # kept again only when this call commits
+        if append:
+            events = [{**e, "seq": stored_seq + 1 + i} for i, e in enumerate(events)]
         new, top = [], run.last_seq
         for e in events:  # a seq not above every one before it is stored already (or a corrupt repeat)
             if e["seq"] > top:
@@ -127,6 +142,7 @@ def ingest_events(run: Run, events: list[dict]) -> int:
         bulk.copy_rows(RunEvent._meta.db_table, ["run_id", "seq", "type", "time", "step", "payload"], (
             (run.pk, e["seq"], e["type"], e.get("time", 0.0), e.get("step"), bulk.json_text(_payload(e))) for e in new))
         _store_groups(run, new)
+        _store_similarities(run, new)
         _store_rzero_questions(run, new)
         new = _with_derived_health(run, new)
         steps = [e["step"] for e in new if isinstance(e.get("step"), int)]
@@ -146,7 +162,8 @@ def ingest_events(run: Run, events: list[dict]) -> int:
         progress = []
         if trained:
             # Collapse rules run here, on every new step, never in the browser or the trainer.
-            memory.rules = alerts.evaluate_steps(run, [e["step"] for e in trained], memory.rules)
+            memory.rules = alerts.evaluate_steps(run, _steps_to_judge([e["step"] for e in trained], stored_step),
+                                                 memory.rules)
             health = {k: _number(v) for k, v in trained[-1]["values"].items() if k in RUN_LIST_HEALTH}
             progress = [lifecycle.progress_message(run, health)]
         # one push per poll: the run's watchers get the events, its team's run list the progress
@@ -156,6 +173,17 @@ def ingest_events(run: Run, events: list[dict]) -> int:
         transaction.on_commit(lambda: setattr(run, "_ingest_memory", memory))
     keep_statistics()
     return len(new)
+
+
+def _steps_to_judge(steps: list[int], last_step: int | None) -> list[int]:
+    """The steps the rules judge: each new step from the run's last one on. A step logged below it (a resumed
+    trainer's replay, or a figure a run trained elsewhere reports late, such as its rollouts' majority after its
+    next step's metrics) is judged at the run's last step instead, where the history now holds it: judged at
+    its own step, it would resolve or open alerts at a step the run has left."""
+    if last_step is None:
+        return steps
+    current = [s for s in steps if s >= last_step]
+    return current if len(current) == len(steps) else sorted(set(current) | {last_step})
 
 
 @dataclass
@@ -187,7 +215,7 @@ def _commit_without_waiting_for_the_disk() -> None:
 ROWS_STORED_APART = ("rollouts", "questions")
 # Events whose every value lives in rows of its own (metrics: MetricPoint; group: Group and Rollout): their
 # RunEvent keeps seq, type, time and step only, so each value is stored once.
-STORED_AS_ROWS_ONLY = ("metrics", "group")
+STORED_AS_ROWS_ONLY = ("metrics", "group", "similarity")
 
 
 def _payload(event: dict) -> dict:
@@ -282,6 +310,18 @@ def _store_groups(run, events):
         for group, e in zip(groups, group_events)
         for r in e.get("rollouts", [])
     ))
+
+
+def _store_similarities(run, events) -> None:
+    """`similarity` events: the G×G matrix of a group stored before it (the event's `group` is that group's
+    seq), computed by a worker after the group for a run trained elsewhere (webapp/external/similarity.py).
+    The group's row takes the matrix and its mean; a group replaced since keeps none."""
+    for e in events:
+        if e["type"] != "similarity":
+            continue
+        similarity = _json_safe(e.get("similarity"))
+        Group.objects.filter(run=run, seq=e["group"]).update(
+            similarity=similarity, similarity_mean=similarity_mean(similarity) if similarity else None)
 
 
 def _supersede(run, group_events) -> None:
