@@ -56,40 +56,11 @@ from trl import GRPOTrainer
 from trl.trainer.utils import nanstd
 
 from rl.answers import answers_equal
-from rl.metrics import maj_at_k, majority_ratio, pass_at_k, similarity_mean, unique_answers
+from rl.metrics import LabelMonitor, majority_ratio, similarity_mean, unique_answers
 from rl.groups import Group, GroupScore
 from rl.methods import Method, get_method
 from rl.policy_probe import PolicyProbe
 from rl.similarity import cosine_similarity_matrix, reasoning_part
-
-
-# ---------------------------------------------------------------- held-out labels (monitoring only)
-
-
-class LabelMonitor:
-    """Held-out labels by prompt id, used only for the monitoring metrics of DESIGN section 5."""
-
-    def __init__(self, labels: dict[str, str]):
-        self._labels = {k: v for k, v in labels.items() if v is not None}
-
-    def __bool__(self) -> bool:
-        return bool(self._labels)
-
-    def group_metrics(self, prompt_id: str, answers: Sequence[str | None], majority: str | None) -> dict | None:
-        """label_accuracy, pass@1 and, with at least 16 votes, maj@16 and pass@16; None when unlabelled."""
-        label = self._labels.get(prompt_id)
-        if label is None:
-            return None
-        n = len(answers)
-        correct = sum(answers_equal(a, label) for a in answers)
-        values = {
-            "label_accuracy": float(majority is not None and answers_equal(majority, label)),
-            "pass@1": pass_at_k(n, correct, 1),
-        }
-        if n >= 16:  # fewer votes cannot estimate them; the names promise 16 samples
-            values["maj@16"] = maj_at_k(answers, label, 16)
-            values["pass@16"] = pass_at_k(n, correct, 16)
-        return values
 
 
 # ---------------------------------------------------------------- the trainer

@@ -101,9 +101,10 @@ class Stack:
 
     def start_alerts_worker(self, prefix: str = "", loglevel: str = "INFO") -> subprocess.Popen:
         """Alert notifications (webhooks with retries, email), the periodic stalled-run and lease
-        checks, and the parsing of large prompt uploads get their own worker, so they go on while the
-        training worker is busy with a run."""
-        return self.start_worker(f"{prefix}alerts,{prefix}uploads", concurrency=4, beat=True, loglevel=loglevel)
+        checks, the parsing of large prompt uploads and the grouping and heatmaps of runs trained elsewhere
+        get their own worker, so they go on while the training worker is busy with a run."""
+        return self.start_worker(f"{prefix}alerts,{prefix}uploads,{prefix}external", concurrency=4, beat=True,
+                                 loglevel=loglevel)
 
     def alive(self) -> list[str]:
         return [name for name, p in self.children if p.poll() is None]

@@ -42,6 +42,16 @@ def api_view(methods):
     return decorator
 
 
+def by_method(**views):
+    """One URL, a view per HTTP method (each still checks its own), e.g. a run's rollouts read and reported."""
+    default = next(iter(views.values()))
+
+    def dispatch(request, *args, **kwargs):
+        return views.get(request.method, default)(request, *args, **kwargs)
+
+    return dispatch
+
+
 def json_body(request) -> dict:
     """The request's JSON object; raises ValueError with a readable message. A form
     post (multipart or urlencoded) is read as its fields, so `curl -F` works too."""

@@ -1,5 +1,7 @@
 from django.urls import path
 
+from webapp.api import by_method
+from webapp.external import api_views as external
 from webapp.prompts import api_views as prompts
 from webapp.runs import api_views as runs
 
@@ -16,7 +18,8 @@ urlpatterns = [
     path("runs/<id:pk>/metrics", runs.run_metrics),
     path("runs/<id:pk>/metrics/export", runs.run_metrics_export),
     path("compare", runs.compare),
-    path("runs/<id:pk>/rollouts", runs.run_rollouts),
+    # a run's rollouts: read (any run), reported (a run trained elsewhere, DESIGN §4.8)
+    path("runs/<id:pk>/rollouts", by_method(GET=runs.run_rollouts, POST=external.post_rollouts)),
     path("runs/<id:pk>/rollouts/search", runs.run_rollout_search),
     path("runs/<id:pk>/rollouts/export", runs.run_rollouts_export),
     path("runs/<id:pk>/groups/<id:step>/<str:prompt_id>", runs.run_group),

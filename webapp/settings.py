@@ -52,6 +52,7 @@ INSTALLED_APPS = [
     "webapp.prompts",
     "webapp.runs",
     "webapp.alerts",
+    "webapp.external",
 ]
 
 MIDDLEWARE = [
@@ -195,6 +196,12 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = FILE_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYT
 PROMPT_UPLOAD_INLINE_MAX_BYTES = int(os.environ.get("EVOLAB_PROMPT_UPLOAD_INLINE_MAX_BYTES", 1024 * 1024))
 # An upload whose worker has reported nothing for this long is sent to a worker again.
 PROMPT_UPLOAD_STALE_SECONDS = float(os.environ.get("EVOLAB_PROMPT_UPLOAD_STALE_SECONDS", 120))
+
+# Runs trained elsewhere (DESIGN §4.8, webapp/external): a step's reported rollouts are grouped once a later
+# step's arrive, or after this long without a new one; their heatmaps embed with this sentence-transformers
+# model path (the shipped MiniLM when unset). Both on the `external` queue.
+EXTERNAL_GROUP_QUIET_SECONDS = float(os.environ.get("EVOLAB_EXTERNAL_GROUP_QUIET_SECONDS", 5))
+EXTERNAL_EMBEDDING_MODEL = os.environ.get("EVOLAB_EXTERNAL_EMBEDDING_MODEL", "")
 
 # Alerts (DESIGN §4.5): links in notifications point here; webhooks retry with backoff.
 EVOLAB_BASE_URL = os.environ.get("EVOLAB_BASE_URL", "http://127.0.0.1:" + os.environ.get("PORT", "8000"))

@@ -23,6 +23,9 @@ CHECK_STALLED = "workers.tasks.check_stalled_runs"
 REAP_RUNS = "workers.tasks.reap_runs"
 PARSE_PROMPT_UPLOAD = "workers.tasks.parse_prompt_upload"
 RESEND_PROMPT_UPLOADS = "workers.tasks.resend_prompt_uploads"
+GROUP_EXTERNAL_ROLLOUTS = "workers.tasks.group_external_rollouts"
+EMBED_EXTERNAL_GROUPS = "workers.tasks.embed_external_groups"
+RESEND_EXTERNAL_ROLLOUTS = "workers.tasks.resend_external_rollouts"
 
 log = logging.getLogger(__name__)
 

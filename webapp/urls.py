@@ -11,6 +11,7 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/", include("webapp.api_urls")),
+    path("mlflow/", include("webapp.external.urls")),
     path("prompt-sets/", include("webapp.prompts.urls")),
     path("teams/", include("webapp.accounts.urls")),
     path("", include("webapp.runs.urls")),

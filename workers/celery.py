@@ -24,6 +24,11 @@ app.conf.beat_schedule = {
         "schedule": settings.RUN_REAP_EVERY_SECONDS,
         "options": {"queue": settings.QUEUE_PREFIX + "alerts", "expires": settings.RUN_REAP_EVERY_SECONDS},
     },
+    "resend-external-rollouts": {
+        "task": "workers.tasks.resend_external_rollouts",
+        "schedule": 60.0,
+        "options": {"queue": settings.QUEUE_PREFIX + "alerts", "expires": 60.0},
+    },
     "resend-prompt-uploads": {
         "task": "workers.tasks.resend_prompt_uploads",
         "schedule": 60.0,

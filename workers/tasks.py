@@ -5,7 +5,9 @@ from celery import shared_task
 from webapp.alerts import delivery, engine
 from webapp.prompts import uploads
 from webapp.runs import lifecycle
-from webapp.tasks import (CHECK_STALLED, DELIVER_WEBHOOK, PARSE_PROMPT_UPLOAD, REAP_RUNS, RESEND_PROMPT_UPLOADS,
+from webapp.external import grouping, similarity
+from webapp.tasks import (CHECK_STALLED, DELIVER_WEBHOOK, EMBED_EXTERNAL_GROUPS, GROUP_EXTERNAL_ROLLOUTS,
+                          PARSE_PROMPT_UPLOAD, REAP_RUNS, RESEND_EXTERNAL_ROLLOUTS, RESEND_PROMPT_UPLOADS,
                           SEND_ALERT_EMAIL, TRAIN_RUN)
 
 from .supervisor import supervise
@@ -55,3 +57,22 @@ def parse_prompt_upload(upload_id: int):
 def resend_prompt_uploads():
     """Periodic (celery beat): uploads whose message was lost or whose worker died are sent again."""
     return uploads.resend_stale()
+
+
+@shared_task(name=GROUP_EXTERNAL_ROLLOUTS)
+def group_external_rollouts(run_id: int):
+    """Group the complete steps of a run trained elsewhere (webapp/external/grouping.py); a step is grouped in
+    the transaction that deletes its waiting rollouts, so a second delivery finds nothing to do."""
+    return grouping.group_ready_steps(run_id)
+
+
+@shared_task(name=EMBED_EXTERNAL_GROUPS)
+def embed_external_groups(run_id: int):
+    """Similarity heatmaps of a run trained elsewhere's groups (webapp/external/similarity.py), under a lease."""
+    return similarity.embed_groups(run_id)
+
+
+@shared_task(name=RESEND_EXTERNAL_ROLLOUTS)
+def resend_external_rollouts():
+    """Periodic (celery beat): runs whose reported rollouts wait with no grouping task coming are sent again."""
+    return grouping.resend_stale()

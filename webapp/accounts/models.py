@@ -26,9 +26,10 @@ class ApiToken(models.Model):
 
     @staticmethod
     def key_from_header(header: str) -> str | None:
-        """The KEY of an `Authorization: Token KEY` header (HTTP or WebSocket), or None."""
+        """The KEY of an `Authorization: Token KEY` header (HTTP or WebSocket), or None. `Bearer KEY` is read
+        alike: it is how the MLflow client sends MLFLOW_TRACKING_TOKEN (DESIGN §4.8)."""
         scheme, _, key = (header or "").partition(" ")
-        return key.strip() if scheme.lower() == "token" and key.strip() else None
+        return key.strip() if scheme.lower() in ("token", "bearer") and key.strip() else None
 
     @classmethod
     def user_for_key(cls, key: str):

@@ -159,10 +159,19 @@ def _clean_tags(tags) -> list[str]:
     return cleaned
 
 
+def _trained_here(run: Run, verb: str) -> None:
+    """A run trained elsewhere (DESIGN §4.8) is stopped, resumed and repeated where it trains: Evolab only
+    watches it, and has no worker, prompt set or method of its own to do it with."""
+    if run.is_external:
+        raise RunInputError(f"run {run.pk} is trained elsewhere and only reported to Evolab; {verb} it where it "
+                            f"trains", "source")
+
+
 def cancel_run(run: Run, user) -> Run:
     """A queued run is cancelled at once; a running one is flagged and its supervisor
     sends SIGTERM, after which the trainer checkpoints and exits."""
     require_role(user, run.team_id, Membership.MEMBER)
+    _trained_here(run, "stop")
     Run.objects.filter(pk=run.pk, state__in=[Run.QUEUED, Run.RUNNING]).update(cancel_requested=True)
     lifecycle.end_cancelled_before_start(run.pk)
     lifecycle.reap_run(run.pk)  # a run whose supervisor is gone has nobody to relay the cancel: it ends now
@@ -172,6 +181,7 @@ def cancel_run(run: Run, user) -> Run:
 
 def resume_run(run: Run, user) -> Run:
     require_role(user, run.team_id, Membership.MEMBER)
+    _trained_here(run, "resume")
     if run.state not in (Run.CANCELLED, Run.FAILED):
         raise RunInputError(f"only a cancelled or failed run can be resumed; this one is {run.state}", "state")
     # What the ingested log knows, not the run directory: that lives on the workers' disk, which the web
@@ -188,6 +198,7 @@ def resume_run(run: Run, user) -> Run:
 
 def clone_run(run: Run, *, user, name=None) -> Run:
     """A new queued run with the same settings (launch_run checks the user's role)."""
+    _trained_here(run, "repeat")
     clone = launch_run(
         user=user,
         name=name or f"{run.name} (clone)",

@@ -115,7 +115,7 @@ def _action(act):
         try:
             result = act(request, run)
         except RunInputError as exc:
-            return error(str(exc), 409 if exc.field == "state" else 400, field=exc.field)
+            return error(str(exc), 409 if exc.field in ("state", "source") else 400, field=exc.field)
         except ValueError as exc:  # an unreadable request body
             return error(str(exc))
         return JsonResponse(result.to_json(), status=201 if result.pk != run.pk else 200)

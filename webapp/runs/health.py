@@ -56,7 +56,7 @@ def queues_with_consumers(refresh: bool = False) -> set[str] | None:
 def no_worker_for(run) -> str | None:
     """The queue of a queued run that no worker consumes, or None (not queued, a worker
     listens, or the broker could not be asked)."""
-    if run.state != "queued":
+    if run.state != "queued" or run.is_external:
         return None
     queues = queues_with_consumers()
     if queues is None or run.queue in queues:

@@ -52,6 +52,8 @@ def prompt_texts(run: Run, prompt_ids) -> dict[str, PromptText]:
     """What each prompt id of the run's groups asked. R-Zero's solver trains on the challenger's questions
     (ids not in the prompt set) and its challenger on copies of p0 (ids challenger-{j})."""
     ids = set(prompt_ids)
+    if run.prompt_set is None:  # a run trained elsewhere that reported no rollouts yet
+        return {}
     labelled = run.prompt_set.has_labels
     found = {pid: PromptText(text, label if labelled else None, "prompt set") for pid, text, label in
              run.prompt_set.prompts.filter(external_id__in=ids).values_list("external_id", "text", "label")}

@@ -115,8 +115,9 @@ def initial_form(request) -> LaunchForm:
     source = None
     clone_id = request.GET.get("clone", "")
     if clone_id:
+        # a run trained elsewhere has no prompt set or method of ours to launch again
         source = Run.objects.visible_to(user).select_related("prompt_set", "team").filter(
-            pk=whole_number(clone_id) or 0).first()
+            pk=whole_number(clone_id) or 0, source=Run.EVOLAB).first()
         if source is None:
             # A stale link and another team's run answer alike (DESIGN §4.4).
             raise Http404(f"no run with id {clone_id}")

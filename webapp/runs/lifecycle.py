@@ -111,6 +111,18 @@ def requeue_for_resume(run: Run, message: str = "") -> None:
     run.refresh_from_db()
 
 
+def report_running(run: Run, started_at=None) -> None:
+    """A run trained elsewhere is running: just created, or reported running again after it had ended (its
+    trainer went on). No lease: it has no worker; its silence is the `stalled` rule's business."""
+    with transaction.atomic():
+        fields = {"state": Run.RUNNING, "finished_at": None, "message": ""}
+        if started_at is not None:
+            fields["started_at"] = started_at
+        Run.objects.filter(pk=run.pk, source=Run.EXTERNAL).update(**fields)
+        announce(run.pk)
+    run.refresh_from_db()
+
+
 def heartbeat(run_id: int, owner: str) -> bool:
     """The supervisor still holds the run; False when it has lost the lease (re-queued, cancelled by
     `reap`, or claimed by another supervisor): the caller must stop its trainer and write nothing more."""
@@ -130,9 +142,11 @@ def hand_back(run: Run, owner: str, message: str) -> bool:
     return bool(handed)
 
 
-def finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tail: str, owner: str | None = None) -> bool:
+def finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tail: str, owner: str | None = None,
+           finished_at=None) -> bool:
     """The trainer has exited: record how, tell watchers, and raise `run_failed` on failure. With
-    `owner`, only while that supervisor still holds the run (False otherwise, and nothing is written)."""
+    `owner`, only while that supervisor still holds the run (False otherwise, and nothing is written).
+    `finished_at`: when, if the trainer says (a run trained elsewhere); else now."""
     from webapp.alerts.engine import end_of_run, run_failed
 
     with transaction.atomic():
@@ -144,7 +158,7 @@ def finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tai
             message=message,
             exit_code=exit_code,
             stderr_tail=stderr_tail,
-            finished_at=timezone.now(),
+            finished_at=finished_at or timezone.now(),
             cancel_requested=False,
             supervisor="",
             heartbeat_at=None,
@@ -170,7 +184,9 @@ def reap(now=None) -> dict:
     """Runs whose supervisor is gone, and queued runs whose task message may be lost. Safe to run
     twice at once: each run is re-checked under a row lock."""
     now = now or timezone.now()
-    orphans = list(Run.objects.filter(_lease_expired(now), state=Run.RUNNING).values_list("pk", flat=True))
+    # a run trained elsewhere has no supervisor to lose: its silence is the `stalled` rule's business
+    orphans = list(Run.objects.filter(_lease_expired(now), state=Run.RUNNING, source=Run.EVOLAB)
+                   .values_list("pk", flat=True))
     outcomes = {"resumed": [], "failed": [], "cancelled": [], "redispatched": []}
     for run_id in orphans:
         outcome = reap_run(run_id, now)
@@ -178,7 +194,7 @@ def reap(now=None) -> dict:
             outcomes[outcome].append(run_id)
     cutoff = now - timedelta(seconds=settings.RUN_REDISPATCH_SECONDS)
     lost = Run.objects.filter(Q(dispatched_at__lt=cutoff) | Q(dispatched_at__isnull=True, created_at__lt=cutoff),
-                              state=Run.QUEUED, cancel_requested=False)
+                              state=Run.QUEUED, cancel_requested=False, source=Run.EVOLAB)
     for run in lost:
         with transaction.atomic():
             dispatch(run)
@@ -194,7 +210,8 @@ def reap_run(run_id: int, now=None) -> str | None:
 
     now = now or timezone.now()
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(_lease_expired(now), pk=run_id, state=Run.RUNNING).first()
+        run = Run.objects.select_for_update().filter(_lease_expired(now), pk=run_id, state=Run.RUNNING,
+                                                     source=Run.EVOLAB).first()
         if run is None:
             return None
         silent = f"its worker stopped answering (last heartbeat {_when(run.heartbeat_at or run.started_at)})"

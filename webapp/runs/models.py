@@ -4,14 +4,14 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from rl.methods import get_method
+from rl.methods import METHODS
 
 
 class RunQuerySet(models.QuerySet):
     def visible_to(self, user):
         from webapp.accounts.models import Team
 
-        return self.filter(team__in=Team.objects.of(user))
+        return self.filter(team__in=Team.objects.of(user), deleted_at__isnull=True)
 
     def visible_id(self, user, pk) -> int | None:
         """pk when that run exists and `user` may see it (visible_to's rule: a member of its team), else
@@ -23,7 +23,7 @@ class RunQuerySet(models.QuerySet):
 
         if user is None or not user.is_authenticated:
             return None
-        rows = fetch(f"SELECT r.id FROM {self.model._meta.db_table} r WHERE r.id = %s AND r.team_id IN "
+        rows = fetch(f"SELECT r.id FROM {self.model._meta.db_table} r WHERE r.id = %s AND r.deleted_at IS NULL AND r.team_id IN "
                      f"(SELECT m.team_id FROM {Membership._meta.db_table} m WHERE m.user_id = %s)", [pk, user.pk])
         return rows[0][0] if rows else None
 
@@ -32,11 +32,21 @@ class Run(models.Model):
     QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
     STATES = [(s, s) for s in (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)]
     TERMINAL = {SUCCEEDED, FAILED, CANCELLED}
+    # Who trains it (DESIGN §4.8): a worker of this Evolab, or a trainer anywhere that reports over HTTP
+    # (MLflow's protocol, the rollouts endpoint); an external run has no worker and may have no prompt set.
+    EVOLAB, EXTERNAL = "evolab", "external"
+    SOURCES = [(s, s) for s in (EVOLAB, EXTERNAL)]
 
     name = models.CharField(max_length=200)
-    method = models.CharField(max_length=50)
+    # a method of rl/methods; for an external run, the one its evolab.method tag names, or "" (unknown)
+    method = models.CharField(max_length=50, blank=True)
     team = models.ForeignKey("accounts.Team", on_delete=models.PROTECT, related_name="runs")
-    prompt_set = models.ForeignKey("prompts.PromptSet", on_delete=models.PROTECT, related_name="runs")
+    source = models.CharField(max_length=10, choices=SOURCES, default=EVOLAB, db_default=EVOLAB)
+    # an external run's MLflow run id (32 hex digits), shown on its page
+    mlflow_run_id = models.CharField(max_length=32, unique=True, null=True, blank=True)
+    # an external run's prompts are gathered into a set of their own as its rollouts arrive (webapp/external)
+    prompt_set = models.ForeignKey("prompts.PromptSet", null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="runs")
     # A labelled set the trainer evaluates on every eval_every steps (pass@1, pass@k, maj@k).
     eval_prompt_set = models.ForeignKey("prompts.PromptSet", null=True, blank=True, on_delete=models.PROTECT,
                                         related_name="eval_runs")
@@ -75,6 +85,8 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Deleted through MLflow's protocol (runs/delete; runs/restore brings it back): no page or API shows it.
+    deleted_at = models.DateTimeField(null=True, blank=True)
 
     objects = RunQuerySet.as_manager()
 
@@ -95,15 +107,27 @@ class Run(models.Model):
         return settings.RUNS_DIR / str(self.pk)
 
     @property
+    def is_external(self) -> bool:
+        return self.source == self.EXTERNAL
+
+    @property
+    def spec(self):
+        """The run's Method (rl/methods), or None for an external run whose method is not one of them."""
+        return METHODS.get(self.method)
+
+    @property
     def effective_hyperparameters(self) -> dict:
         """The run's hyperparameters with its method's defaults under them (a run stored before a
         hyperparameter existed, or a test's partial one, still reads every value)."""
-        return get_method(self.method).with_defaults(self.hyperparameters)
+        return self.spec.with_defaults(self.hyperparameters) if self.spec else dict(self.hyperparameters)
 
     @property
-    def total_steps(self) -> int:
-        """Steps the run will log (Method.total_steps: R-Zero counts its phases instead of max_steps)."""
-        return get_method(self.method).total_steps(self.hyperparameters, self.max_steps)
+    def total_steps(self) -> int | None:
+        """Steps the run will log (Method.total_steps: R-Zero counts its phases instead of max_steps); None
+        for an external run whose trainer did not say."""
+        if self.spec is None:
+            return self.max_steps or None
+        return self.spec.total_steps(self.hyperparameters, self.max_steps)
 
     @property
     def is_terminal(self) -> bool:
@@ -154,6 +178,8 @@ class Run(models.Model):
             "seed": self.seed,
             "queue": self.queue,
             "gpus": self.gpus,
+            "source": self.source,
+            "mlflow_run_id": self.mlflow_run_id,
             "state": self.state,
             "message": self.message,
             "exit_code": self.exit_code,

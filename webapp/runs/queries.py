@@ -6,7 +6,7 @@ import numpy as np
 
 from django.db.models import Max
 
-from rl.methods import METHODS, get_method, metric_prefixes
+from rl.methods import METHODS, metric_prefixes
 
 from . import series
 from .models import Group, Run, RunEvent
@@ -18,11 +18,13 @@ def chart_metrics(run: Run) -> list[str]:
     """The run page's charts: the health signals, label accuracy where labels exist and the method
     charts it (R-Zero's solver trains on its own questions and logs none), then the method's own
     signals (Method.charts: collapse shows as rollouts growing alike, each paper watches its own)."""
-    spec = get_method(run.method)
+    spec = run.spec
     names = [n for n in LIVE_CHART_METRICS if n != "label_accuracy"]
-    if run.prompt_set.has_labels and spec.charts_label_accuracy:
+    has_labels = run.prompt_set is not None and run.prompt_set.has_labels
+    if has_labels and (spec is None or spec.charts_label_accuracy):
         names.append("label_accuracy")
-    return names + list(spec.charts)
+    # a run trained elsewhere with no method of ours: the similarity of its rollouts, computed on a worker
+    return names + list(spec.charts if spec else ("similarity/mean",))
 
 
 # Metric groups of the run and compare pages, in display order (DESIGN §5 names).

@@ -1,0 +1,154 @@
+"""`EvolabCallback`: an unmodified TRL `GRPOTrainer` reports its run to Evolab.
+
+    trainer = GRPOTrainer(...)
+    trainer.add_callback(EvolabCallback(name="qwen-ttrl"))
+    trainer.train()
+
+At each log the callback sends the step's metrics (unless Transformers' own MLflow callback already sends
+them to this run: `report_to="mlflow"` with MLFLOW_TRACKING_URI pointing at Evolab) and every completion
+of the latest generation batch with its prompt, each reward function's reward, their weighted total and
+its advantage. The completions are what GRPOTrainer keeps for its completions table (`_logs`: the last
+`generation_batch_size` completions); a batch is sent once however many logs it stays for.
+
+The run: `run=` names an existing one (Evolab id, MLflow run id or EXPERIMENT/NAME); else the run that
+Transformers' MLflow callback started, when there is one; else a new run named `name` (or the trainer's
+run_name) in `experiment`. A run the callback created is ended FINISHED with the training.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import sys
+
+from transformers import TrainerCallback
+
+from .client import Evolab, RunRef
+
+
+def _text(value) -> str:
+    """A prompt or completion as text: conversational ones are lists of {role, content} messages."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n\n".join(f"{m.get('role', '')}: {_content(m.get('content'))}" if isinstance(m, dict) else str(m)
+                           for m in value)
+    return str(value)
+
+
+def _content(content) -> str:
+    if isinstance(content, list):  # multimodal parts: keep the text ones
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content)
+
+
+def _completion_text(value) -> str:
+    if isinstance(value, list):  # [{"role": "assistant", "content": ...}]
+        return "".join(_content(m.get("content")) if isinstance(m, dict) else str(m) for m in value)
+    return str(value)
+
+
+def _finite(value):
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+
+
+class EvolabCallback(TrainerCallback):
+    def __init__(self, run: str | None = None, *, name: str | None = None, experiment: str | None = None,
+                 answer_rule: str | None = None, trainer=None, client: Evolab | None = None,
+                 url: str | None = None, token: str | None = None):
+        self.run_ref, self.name, self.experiment, self.answer_rule = run, name, experiment, answer_rule
+        self.trainer = trainer
+        self.client = client or Evolab(url=url, token=token)
+        self.run: RunRef | None = None
+        self.created = False
+        self.send_metrics = True
+        self._last_batch = None  # the first completion object of the batch sent last
+
+    # --- the run ---------------------------------------------------------------------------------
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if not state.is_world_process_zero:
+            return
+        if self.trainer is None:
+            self.trainer = _calling_trainer(self)
+        self.run, self.created, self.send_metrics = self._resolve_run(args)
+        tags = {"evolab.trainer": "trl"}
+        if self.answer_rule:
+            tags["evolab.answer_rule"] = self.answer_rule
+        self.client.set_tags(self.run.mlflow_run_id, tags)
+
+    def _resolve_run(self, args):
+        if self.run_ref:
+            run = self.client.find_run(self.run_ref)
+            if run is None:
+                raise ValueError(f"Evolab has no run {self.run_ref!r}")
+            return run, False, True
+        mlflow = sys.modules.get("mlflow")
+        active = mlflow.active_run() if mlflow is not None else None
+        if active is not None and _same_server(mlflow.get_tracking_uri(), self.client.url):
+            # report_to="mlflow" started this run on Evolab: its callback sends the metrics
+            return self.client.find_run(active.info.run_id), False, False
+        return self.client.create_run(self.name or args.run_name, experiment=self.experiment), True, True
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and self.run is not None:
+            self._send_completions(state)
+            if self.created:
+                self.client.finish(self.run.mlflow_run_id, "FINISHED")
+
+    # --- what a log carries ----------------------------------------------------------------------
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or self.run is None:
+            return
+        if self.send_metrics and logs:
+            self.client.log_metrics(self.run.mlflow_run_id, state.global_step, logs)
+        self._send_completions(state, kwargs.get("processing_class"))
+
+    def _send_completions(self, state, tokenizer=None):
+        kept = getattr(self.trainer, "_logs", None)
+        if not kept or not kept["completion"]:
+            return
+        completions = list(kept["completion"])
+        if completions[0] is self._last_batch:
+            return  # the batch this log still shows was sent at an earlier log
+        prompts, advantages = list(kept["prompt"]), list(kept["advantages"])
+        rewards = {name: list(values) for name, values in kept["rewards"].items()}
+        weights = dict(zip(getattr(self.trainer, "reward_func_names", []),
+                           [float(w) for w in getattr(self.trainer, "reward_weights", [])]))
+        seen: dict[str, int] = {}
+        lines = []
+        for i, (prompt, completion) in enumerate(zip(prompts, completions)):
+            prompt_text = _text(prompt)
+            index = seen.get(prompt_text, 0)
+            seen[prompt_text] = index + 1
+            per_function = {name: _finite(values[i]) for name, values in rewards.items() if i < len(values)}
+            scored = [(weights.get(name, 1.0), value) for name, value in per_function.items() if value is not None]
+            line = {"step": state.global_step, "prompt": prompt_text, "completion": _completion_text(completion),
+                    "index": index, "rewards": {k: v for k, v in per_function.items() if v is not None}}
+            if scored:  # GRPOTrainer's total: the weighted sum of the functions that scored it
+                line["reward"] = sum(w * v for w, v in scored)
+            if i < len(advantages) and _finite(advantages[i]) is not None:
+                line["advantage"] = advantages[i]
+            if tokenizer is not None and hasattr(tokenizer, "__call__"):
+                line["length"] = len(tokenizer(line["completion"], add_special_tokens=False)["input_ids"])
+            lines.append(line)
+        for start in range(0, len(lines), 1000):
+            self.client.post_rollouts(self.run.id, lines[start:start + 1000])
+        self._last_batch = completions[0]
+
+
+def _same_server(tracking_uri: str | None, url: str) -> bool:
+    return bool(tracking_uri) and tracking_uri.rstrip("/").removesuffix("/mlflow") == url.rstrip("/")
+
+
+def _calling_trainer(callback):
+    """The Trainer whose train() is running this callback: the caller's frames hold it as `self`. Pass
+    `trainer=` to the callback to skip this look."""
+    frame = inspect.currentframe()
+    while frame is not None:
+        candidate = frame.f_locals.get("self")
+        handler = getattr(candidate, "callback_handler", None)
+        if handler is not None and callback in getattr(handler, "callbacks", []):
+            return candidate
+        frame = frame.f_back
+    raise RuntimeError("EvolabCallback could not find its trainer: pass EvolabCallback(trainer=trainer)")

@@ -1,0 +1,124 @@
+"""MLflow experiments in Evolab's teams (DESIGN §4.8): an experiment lives in one team. A user in one
+team names it as MLflow does; a user in several teams names it `TEAM/NAME`. MLflow's experiment "0" (where
+a client puts a run when no experiment is set) is the user's team's `Default`, made when first used.
+Another team's experiment answers exactly like a missing one (DESIGN §4.4)."""
+from dataclasses import dataclass
+
+from django.db import IntegrityError, transaction
+
+from webapp.accounts.access import teams_of
+from webapp.accounts.models import Membership, Team
+
+from .mlflow_protocol import MAX_EXPERIMENT_NAME_LENGTH, MlflowError, invalid, millis, missing, tags_json
+from .models import Experiment
+
+DEFAULT_EXPERIMENT_ID = "0"
+
+
+@dataclass
+class Caller:
+    """The user behind a request and their teams (read once per request)."""
+
+    user: object
+    teams: list
+
+    @classmethod
+    def of(cls, user) -> "Caller":
+        return cls(user=user, teams=list(teams_of(user)))
+
+    @property
+    def team_ids(self) -> list[int]:
+        return [t.pk for t in self.teams]
+
+    def require_member(self, team_id: int) -> None:
+        """Logging and creating need a member's or admin's role in the team (viewers read)."""
+        role = Membership.objects.filter(user=self.user, team_id=team_id).values_list("role", flat=True).first()
+        if not Membership.allows(role, Membership.MEMBER):
+            name = next((t.name for t in self.teams if t.pk == team_id), team_id)
+            raise MlflowError("PERMISSION_DENIED", f"your role in team {name!r} is {role or 'none'}; only members and "
+                                                   f"admins can create or log to runs")
+
+    def only_team(self, what: str) -> Team:
+        if not self.teams:
+            raise MlflowError("PERMISSION_DENIED", "you are not a member of any team; ask a team admin to add you")
+        if len(self.teams) > 1:
+            names = ", ".join(repr(t.name) for t in self.teams)
+            raise invalid(f"you are in several teams ({names}): {what} (e.g. set MLFLOW_EXPERIMENT_NAME="
+                          f"'{self.teams[0].name}/my-experiment')")
+        return self.teams[0]
+
+    def split_name(self, name: str) -> tuple[Team, str]:
+        """(team, name in the team) of a name as the client gave it."""
+        prefix, slash, rest = name.partition("/")
+        if slash and rest:
+            for team in self.teams:
+                if team.name == prefix:
+                    return team, rest
+        return self.only_team(f"name the experiment TEAM/{name}"), name
+
+    def display_name(self, experiment: Experiment) -> str:
+        if len(self.teams) > 1:
+            team = next((t for t in self.teams if t.pk == experiment.team_id), None)
+            return f"{team.name if team else experiment.team_id}/{experiment.name}"
+        return experiment.name
+
+
+def default_experiment(team: Team) -> Experiment:
+    return _get_or_create(team, Experiment.DEFAULT_NAME)
+
+
+def _get_or_create(team: Team, name: str) -> Experiment:
+    try:
+        with transaction.atomic():
+            return Experiment.objects.get_or_create(team=team, name=name)[0]
+    except IntegrityError:  # made by a parallel request between our read and write
+        return Experiment.objects.get(team=team, name=name)
+
+
+def visible(caller: Caller, experiment_id, deleted_too: bool = True) -> Experiment:
+    """The experiment of that id among the caller's teams ("0": their team's Default), else
+    RESOURCE_DOES_NOT_EXIST, the same answer for another team's and a missing one."""
+    experiment_id = str(experiment_id if experiment_id is not None else "").strip()
+    if experiment_id == DEFAULT_EXPERIMENT_ID:
+        return default_experiment(caller.only_team("say which team's experiment"))
+    found = None
+    if experiment_id.isdigit() and experiment_id.isascii() and len(experiment_id) <= 18:
+        found = Experiment.objects.of_teams(caller.team_ids).filter(pk=int(experiment_id)).first()
+    if found is None or (not deleted_too and found.lifecycle_stage == Experiment.DELETED):
+        raise missing(f"No Experiment with id={experiment_id} exists")
+    return found
+
+
+def by_name(caller: Caller, name: str) -> Experiment:
+    team, bare = caller.split_name(name)
+    if bare == Experiment.DEFAULT_NAME:
+        return default_experiment(team)
+    found = Experiment.objects.filter(team=team, name=bare).first()
+    if found is None:
+        raise missing(f"Could not find experiment with name '{name}'")
+    return found
+
+
+def create(caller: Caller, name: str, tags: list[tuple[str, str]]) -> Experiment:
+    if len(name) > MAX_EXPERIMENT_NAME_LENGTH:
+        raise invalid(f"Experiment name is {len(name)} characters long; at most {MAX_EXPERIMENT_NAME_LENGTH}.")
+    team, bare = caller.split_name(name)
+    caller.require_member(team.pk)
+    try:
+        with transaction.atomic():
+            return Experiment.objects.create(team=team, name=bare, tags=dict(tags))
+    except IntegrityError:
+        raise MlflowError("RESOURCE_ALREADY_EXISTS", f"Experiment '{name}' already exists.") from None
+
+
+def experiment_json(caller: Caller, experiment: Experiment) -> dict:
+    return {
+        "experiment_id": str(experiment.pk),
+        "name": caller.display_name(experiment),
+        # Evolab keeps no artifacts: a client that logs one is answered NOT_IMPLEMENTED (views.artifacts)
+        "artifact_location": f"mlflow-artifacts:/{experiment.pk}",
+        "lifecycle_stage": experiment.lifecycle_stage,
+        "last_update_time": millis(experiment.updated_at),
+        "creation_time": millis(experiment.created_at),
+        "tags": tags_json(experiment.tags),
+    }

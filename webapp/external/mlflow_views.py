@@ -1,0 +1,340 @@
+"""MLflow's tracking protocol under /mlflow (DESIGN §4.8): with MLFLOW_TRACKING_URI=http://HOST/mlflow and
+MLFLOW_TRACKING_TOKEN=<Evolab API token>, the unmodified mlflow client (and everything logging through it:
+Transformers/TRL, verl, Accelerate, Lightning) creates runs in the user's team and streams their params,
+tags and metrics into Evolab. Thin views: parse, call an action (reporting.py), render (mlflow_protocol.py).
+
+Authentication is the API token alone (`Authorization: Bearer KEY`, as the client sends it, or `Token
+KEY`): session cookies are not read here, which is why these views need no CSRF token."""
+import base64
+import binascii
+import re
+
+from django.http import JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from webapp.runs import series
+
+from . import experiments, reporting
+from .experiments import Caller, experiment_json
+from .mlflow_protocol import (MAX_METRICS_PER_BATCH, MAX_PARAM_VALUE_LENGTH, MAX_PARAMS_TAGS_PER_BATCH,
+                              MAX_TAG_VALUE_LENGTH, STATUS_OF_STATE, MlflowError, error_response, invalid,
+                              key_value_list, metric_json, request_fields, tags_json, text, whole)
+from .models import Experiment, ExternalRun
+from .search_filter import matches, parse_filter, search_runs
+
+NOT_STORED = ("Evolab keeps a run's metrics, params and tags; it stores no artifacts, models, datasets or traces. "
+              "Log those to a store of your own (for example MLflow's own server) and the rest to Evolab.")
+
+
+# --- experiments -------------------------------------------------------------------------------------
+
+
+def create_experiment(caller, fields):
+    name = text(fields, "name")
+    experiment = experiments.create(caller, name, key_value_list(fields, "tags", MAX_PARAMS_TAGS_PER_BATCH,
+                                                                 MAX_TAG_VALUE_LENGTH))
+    return {"experiment_id": str(experiment.pk)}
+
+
+def get_experiment(caller, fields):
+    return {"experiment": experiment_json(caller, experiments.visible(caller, text(fields, "experiment_id")))}
+
+
+def get_experiment_by_name(caller, fields):
+    return {"experiment": experiment_json(caller, experiments.by_name(caller, text(fields, "experiment_name")))}
+
+
+def search_experiments(caller, fields):
+    view = _view_type(fields, "view_type")
+    found = Experiment.objects.of_teams(caller.team_ids).select_related("team")
+    if view != "ALL":
+        found = found.filter(lifecycle_stage=Experiment.DELETED if view == "DELETED_ONLY" else Experiment.ACTIVE)
+    wanted = text(fields, "filter", required=False)
+    rows = [experiment_json(caller, e) for e in found]
+    if wanted:
+        rows = [row for row in rows if _experiment_matches(row, wanted)]
+    return _page(rows, fields, "experiments", 1000)
+
+
+def _experiment_matches(row, wanted: str) -> bool:
+    """The filters MLflow's UI and client send: name = 'x', name LIKE '%x%' (and ILIKE)."""
+    clauses = parse_filter(re.sub(r"(?i)(^|\bAND\s+)name\b", r"\1attributes.name", wanted.strip()),
+                           allowed=("attributes", "tags"))
+    return matches(clauses, {"name": row["name"]}, {}, {}, {t["key"]: t["value"] for t in row["tags"]})
+
+
+def delete_experiment(caller, fields):
+    return _set_experiment_stage(caller, fields, Experiment.DELETED)
+
+
+def restore_experiment(caller, fields):
+    return _set_experiment_stage(caller, fields, Experiment.ACTIVE)
+
+
+def _set_experiment_stage(caller, fields, stage):
+    experiment = experiments.visible(caller, text(fields, "experiment_id"))
+    caller.require_member(experiment.team_id)
+    experiment.lifecycle_stage = stage
+    experiment.save(update_fields=["lifecycle_stage", "updated_at"])
+    return {}
+
+
+def update_experiment(caller, fields):
+    experiment = experiments.visible(caller, text(fields, "experiment_id"))
+    caller.require_member(experiment.team_id)
+    team, name = caller.split_name(text(fields, "new_name"))
+    if team.pk != experiment.team_id:
+        raise invalid("an experiment stays in its team; rename it within it")
+    if Experiment.objects.filter(team_id=team.pk, name=name).exclude(pk=experiment.pk).exists():
+        raise MlflowError("RESOURCE_ALREADY_EXISTS", f"Experiment '{name}' already exists.")
+    experiment.name = name
+    experiment.save(update_fields=["name", "updated_at"])
+    return {}
+
+
+def set_experiment_tag(caller, fields):
+    experiment = experiments.visible(caller, text(fields, "experiment_id"))
+    caller.require_member(experiment.team_id)
+    (key, value), = key_value_list({"tags": [{"key": fields.get("key"), "value": fields.get("value")}]}, "tags", 1,
+                                   MAX_TAG_VALUE_LENGTH)
+    experiment.tags[key] = value
+    experiment.save(update_fields=["tags", "updated_at"])
+    return {}
+
+
+def delete_experiment_tag(caller, fields):
+    experiment = experiments.visible(caller, text(fields, "experiment_id"))
+    caller.require_member(experiment.team_id)
+    experiment.tags.pop(text(fields, "key"), None)
+    experiment.save(update_fields=["tags", "updated_at"])
+    return {}
+
+
+# --- runs --------------------------------------------------------------------------------------------
+
+
+def create_run(caller, fields):
+    experiment = experiments.visible(caller, fields.get("experiment_id") or experiments.DEFAULT_EXPERIMENT_ID,
+                                     deleted_too=True)
+    external = reporting.create_run(
+        caller, experiment, name=text(fields, "run_name", required=False), user_id=text(fields, "user_id", required=False) or "",
+        start_time=whole(fields, "start_time", low=0, high=2**53),
+        tags=key_value_list(fields, "tags", MAX_PARAMS_TAGS_PER_BATCH, MAX_TAG_VALUE_LENGTH))
+    return {"run": run_json(external, {})}
+
+
+def get_run(caller, fields):
+    external = reporting.find(caller, _run_id(fields))
+    return {"run": run_json(external, series.latest([external.pk])[external.pk])}
+
+
+def update_run(caller, fields):
+    external = reporting.update_run(caller, reporting.find(caller, _run_id(fields)),
+                                    status=text(fields, "status", required=False),
+                                    end_time=whole(fields, "end_time", low=0, high=2**53),
+                                    run_name=text(fields, "run_name", required=False))
+    return {"run_info": info_json(external)}
+
+
+def delete_run(caller, fields):
+    reporting.set_lifecycle(caller, reporting.find(caller, _run_id(fields)), Experiment.DELETED)
+    return {}
+
+
+def restore_run(caller, fields):
+    reporting.set_lifecycle(caller, reporting.find(caller, _run_id(fields)), Experiment.ACTIVE)
+    return {}
+
+
+def search(caller, fields):
+    ids = fields.get("experiment_ids") or []
+    if not isinstance(ids, list) or not ids:
+        raise invalid("Missing value for required parameter 'experiment_ids'.")
+    found = [experiments.visible(caller, i) for i in ids]
+    max_results = whole(fields, "max_results", default=1000, low=1, high=50000)
+    order_by = fields.get("order_by") or []
+    if not isinstance(order_by, list) or not all(isinstance(o, str) for o in order_by):
+        raise invalid("order_by must be a list of strings such as 'attributes.start_time DESC'")
+    runs, next_token = search_runs(found, text(fields, "filter", required=False) or "",
+                                   _view_type(fields, "run_view_type"), order_by, max_results,
+                                   text(fields, "page_token", required=False))
+    latest = series.latest([e.pk for e in runs])
+    body = {"runs": [run_json(e, latest[e.pk]) for e in runs]}
+    if next_token:
+        body["next_page_token"] = next_token
+    return body
+
+
+def log_batch(caller, fields):
+    external = reporting.find(caller, _run_id(fields))
+    metrics = fields.get("metrics") or []
+    if not isinstance(metrics, list):
+        raise invalid("Invalid value for parameter 'metrics': expected a list of {key, value, timestamp, step}.")
+    if len(metrics) > MAX_METRICS_PER_BATCH:
+        raise invalid(f"A batch logging request can contain at most {MAX_METRICS_PER_BATCH} metrics. "
+                      f"Got {len(metrics)} metrics.")
+    reporting.log_batch(caller, external, metrics,
+                        key_value_list(fields, "params", MAX_PARAMS_TAGS_PER_BATCH, MAX_PARAM_VALUE_LENGTH),
+                        key_value_list(fields, "tags", MAX_PARAMS_TAGS_PER_BATCH, MAX_TAG_VALUE_LENGTH))
+    return {}
+
+
+def log_metric(caller, fields):
+    return log_batch(caller, {"run_id": _run_id(fields), "metrics": [
+        {k: fields.get(k) for k in ("key", "value", "timestamp", "step")}]})
+
+
+def log_parameter(caller, fields):
+    return log_batch(caller, {"run_id": _run_id(fields), "params": [{"key": fields.get("key"), "value": fields.get("value")}]})
+
+
+def set_tag(caller, fields):
+    return log_batch(caller, {"run_id": _run_id(fields), "tags": [{"key": fields.get("key"), "value": fields.get("value")}]})
+
+
+def delete_tag(caller, fields):
+    reporting.delete_tag(caller, reporting.find(caller, _run_id(fields)), text(fields, "key"))
+    return {}
+
+
+def get_metric_history(caller, fields):
+    """Every point of one metric in step order (one per step: a step logged again keeps its later value),
+    a page of max_results at a time when asked."""
+    external = reporting.find(caller, _run_id(fields))
+    key = text(fields, "metric_key")
+    found = series.read([external.pk], [key])[external.pk].get(key)
+    points = found.lists() if found else {"steps": [], "values": [], "times": []}
+    start = _page_start(fields)
+    limit = whole(fields, "max_results", default=None, low=1, high=10**9)
+    steps = points["steps"]
+    first = next((i for i, s in enumerate(steps) if s >= start), len(steps)) if start else 0
+    last = len(steps) if limit is None else min(len(steps), first + limit)
+    body = {"metrics": [metric_json(key, points["values"][i], points["times"][i], steps[i]) for i in range(first, last)]}
+    if last < len(steps):
+        body["next_page_token"] = base64.urlsafe_b64encode(str(steps[last]).encode()).decode()
+    return body
+
+
+def _page_start(fields) -> int | None:
+    token = text(fields, "page_token", required=False)
+    if not token:
+        return None
+    try:
+        return int(base64.urlsafe_b64decode(token.encode()).decode())
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise invalid(f"Invalid page token {token!r}") from None
+
+
+def _run_id(fields) -> str:
+    return text(fields, "run_id", required=False) or text(fields, "run_uuid")
+
+
+def _view_type(fields, name) -> str:
+    value = fields.get(name) or "ACTIVE_ONLY"
+    if value in (1, "1"):
+        value = "ACTIVE_ONLY"
+    elif value in (2, "2"):
+        value = "DELETED_ONLY"
+    elif value in (3, "3"):
+        value = "ALL"
+    if value not in ("ACTIVE_ONLY", "DELETED_ONLY", "ALL"):
+        raise invalid(f"Invalid value {value!r} for parameter '{name}': ACTIVE_ONLY, DELETED_ONLY or ALL")
+    return value
+
+
+def _page(rows, fields, key, default_max):
+    start = int(_page_start(fields) or 0)
+    limit = whole(fields, "max_results", default=default_max, low=1, high=50000)
+    body = {key: rows[start:start + limit]}
+    if start + limit < len(rows):
+        body["next_page_token"] = base64.urlsafe_b64encode(str(start + limit).encode()).decode()
+    return body
+
+
+# --- rendering ---------------------------------------------------------------------------------------
+
+
+def info_json(external: ExternalRun) -> dict:
+    run = external.run
+    info = {"run_id": run.mlflow_run_id, "run_uuid": run.mlflow_run_id, "run_name": run.name,
+            "experiment_id": str(external.experiment_id), "user_id": external.user_id,
+            "status": STATUS_OF_STATE[run.state], "start_time": external.start_time,
+            "artifact_uri": f"mlflow-artifacts:/{external.experiment_id}/{run.mlflow_run_id}/artifacts",
+            "lifecycle_stage": external.lifecycle_stage}
+    if external.end_time is not None and run.is_terminal:
+        info["end_time"] = external.end_time
+    return info
+
+
+def run_json(external: ExternalRun, latest: dict) -> dict:
+    tags = {**external.tags, reporting.RUN_NAME_TAG: external.run.name, reporting.RUN_ID_TAG: str(external.pk)}
+    return {
+        "info": info_json(external),
+        "data": {"metrics": [metric_json(name, value, when, step) for name, (step, value, when) in sorted(latest.items())],
+                 "params": tags_json(external.params), "tags": tags_json(tags)},
+        "inputs": {},
+    }
+
+
+# --- dispatch ----------------------------------------------------------------------------------------
+
+ENDPOINTS = {
+    ("POST", "experiments/create"): create_experiment,
+    ("GET", "experiments/get"): get_experiment,
+    ("GET", "experiments/get-by-name"): get_experiment_by_name,
+    ("POST", "experiments/search"): search_experiments,
+    ("GET", "experiments/search"): search_experiments,
+    ("POST", "experiments/delete"): delete_experiment,
+    ("POST", "experiments/restore"): restore_experiment,
+    ("POST", "experiments/update"): update_experiment,
+    ("POST", "experiments/set-experiment-tag"): set_experiment_tag,
+    ("POST", "experiments/delete-experiment-tag"): delete_experiment_tag,
+    ("POST", "runs/create"): create_run,
+    ("GET", "runs/get"): get_run,
+    ("POST", "runs/update"): update_run,
+    ("POST", "runs/delete"): delete_run,
+    ("POST", "runs/restore"): restore_run,
+    ("POST", "runs/search"): search,
+    ("POST", "runs/log-batch"): log_batch,
+    ("POST", "runs/log-metric"): log_metric,
+    ("POST", "runs/log-parameter"): log_parameter,
+    ("POST", "runs/set-tag"): set_tag,
+    ("POST", "runs/delete-tag"): delete_tag,
+    ("GET", "metrics/get-history"): get_metric_history,
+}
+# Endpoints of MLflow's protocol about things Evolab does not keep: a clear error, never a crash.
+NOT_STORED_PREFIXES = ("artifacts/", "runs/log-model", "runs/log-inputs", "runs/outputs", "logged-models",
+                       "traces", "model-versions", "registered-models", "metrics/get-history-bulk-interval")
+
+
+@csrf_exempt
+def mlflow_api(request, endpoint: str):
+    if not (getattr(request, "token_auth_attempted", False) and request.user.is_authenticated):
+        return error_response("UNAUTHENTICATED", "send an Evolab API token: MLFLOW_TRACKING_TOKEN=<token> (or "
+                                                 "'Authorization: Bearer <token>'); manage.py create_api_token USER "
+                                                 "prints one" if not getattr(request, "token_auth_attempted", False)
+                              else "the API token is not valid")
+    handler = ENDPOINTS.get((request.method, endpoint))
+    if handler is None:
+        if endpoint.startswith(NOT_STORED_PREFIXES):
+            return error_response("NOT_IMPLEMENTED", NOT_STORED)
+        if any(path == endpoint for _, path in ENDPOINTS):
+            return JsonResponse({"error_code": "BAD_REQUEST", "message": f"{request.method} is not allowed for "
+                                                                         f"{endpoint}"}, status=405)
+        return error_response("ENDPOINT_NOT_FOUND", f"Evolab's MLflow protocol has no endpoint {endpoint!r}")
+    try:
+        return JsonResponse(handler(Caller.of(request.user), request_fields(request)))
+    except MlflowError as exc:
+        return exc.response()
+
+
+@csrf_exempt
+def not_stored(request, path: str = ""):
+    """MLflow's artifact service (/mlflow/api/2.0/mlflow-artifacts/...): not kept by Evolab."""
+    return error_response("NOT_IMPLEMENTED", NOT_STORED)
+
+
+
+@csrf_exempt
+def unknown(request, path: str):
+    return error_response("ENDPOINT_NOT_FOUND", f"Evolab's MLflow protocol has nothing at /mlflow/{path}")

@@ -1,0 +1,92 @@
+"""What Evolab keeps of a run trained elsewhere beyond the `Run` itself: its MLflow experiment, params
+and tags, and the rollouts it reported that no group holds yet."""
+from django.db import models
+
+from webapp.runs.models import Run
+
+
+class ExperimentQuerySet(models.QuerySet):
+    def of_teams(self, team_ids):
+        return self.filter(team_id__in=team_ids)
+
+
+class Experiment(models.Model):
+    """An MLflow experiment: a named folder of runs in one team (its MLflow id is the primary key). A
+    team's `Default` experiment stands for MLflow's experiment "0", made when first used."""
+
+    ACTIVE, DELETED = "active", "deleted"
+    DEFAULT_NAME = "Default"
+
+    team = models.ForeignKey("accounts.Team", on_delete=models.CASCADE, related_name="experiments")
+    name = models.CharField(max_length=500)
+    lifecycle_stage = models.CharField(max_length=10, default=ACTIVE)
+    tags = models.JSONField(default=dict)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ExperimentQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="unique_experiment_name_per_team")]
+
+    def __str__(self):
+        return f"{self.team_id}/{self.name}"
+
+
+class ExternalRun(models.Model):
+    """The MLflow side of an external run (`Run.source == "external"`): its experiment, what the trainer
+    logged as params and tags, who it says it is, and the state of the work its rollouts wait for."""
+
+    run = models.OneToOneField(Run, primary_key=True, on_delete=models.CASCADE, related_name="external")
+    experiment = models.ForeignKey(Experiment, on_delete=models.PROTECT, related_name="runs")
+    # MLflow's `user_id` as the client sent it (a login on the trainer's host, not an Evolab user)
+    user_id = models.CharField(max_length=200, blank=True)
+    lifecycle_stage = models.CharField(max_length=10, default=Experiment.ACTIVE)
+    params = models.JSONField(default=dict)  # MLflow params: text values, written once each
+    tags = models.JSONField(default=dict)  # MLflow tags (mlflow.*, evolab.*, the user's)
+    # who reports, from its metric names (rl.trainer_metrics.detect_trainer) or the evolab.trainer tag
+    trainer = models.CharField(max_length=20, blank=True)
+    start_time = models.BigIntegerField(null=True)  # ms, as MLflow keeps them
+    end_time = models.BigIntegerField(null=True)
+    # The highest step any rollout of the run arrived for: a step below it is complete and is grouped.
+    max_rollout_step = models.IntegerField(null=True)
+    # Set while rollouts wait for a worker to group them (the task was sent); cleared when none is left.
+    grouping_requested_at = models.DateTimeField(null=True)
+    # A worker computing the run's similarity heatmaps holds this lease; a dead one's lease runs out.
+    embedding_lease_until = models.DateTimeField(null=True)
+
+    def __str__(self):
+        return f"external run {self.run_id}"
+
+    @property
+    def answer_rule(self) -> str:
+        """How answers are read from the run's rollouts (rl.answer_rules): the evolab.answer_rule tag."""
+        return self.tags.get("evolab.answer_rule") or "boxed"
+
+
+class PendingRollout(models.Model):
+    """A rollout a run trained elsewhere reported, waiting for its step to be grouped (DESIGN §4.8). Keyed by
+    (run, step, prompt, index), so a batch sent twice is stored once; the row is deleted when its group is
+    ingested, in the same transaction."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    step = models.IntegerField()
+    prompt_id = models.CharField(max_length=200)
+    index = models.IntegerField()
+    prompt = models.TextField()
+    completion = models.TextField()
+    answer = models.TextField(null=True)
+    reward = models.FloatField(null=True)
+    rewards = models.JSONField(default=dict)
+    advantage = models.FloatField(null=True)
+    label = models.TextField(null=True)  # held out: monitoring only
+    length = models.IntegerField(null=True)  # tokens, when the trainer says
+    extras = models.JSONField(default=dict)
+    received_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "step", "prompt_id", "index"],
+                                               name="unique_pending_rollout")]
+

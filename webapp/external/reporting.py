@@ -1,0 +1,320 @@
+"""Action functions of a run trained elsewhere (DESIGN §4.8): the one place each thing its trainer reports is
+written. Metrics go through ingestion like any run's (webapp/runs/ingestion.py: series, alert rules, live
+messages); the run's state goes through its lifecycle (webapp/runs/lifecycle.py). Each action checks
+everything it was given before it writes anything, so a bad request leaves nothing half written."""
+import math
+import time
+import uuid
+from collections import OrderedDict
+from datetime import datetime, timezone as utc_zone
+
+from django.db import transaction
+from django.utils import timezone
+
+from rl.answer_rules import answer_rule
+from rl.methods import METHODS
+from rl.trainer_metrics import TRAINERS, detect_trainer, with_design_names
+from webapp.runs import ingestion, lifecycle, series
+from webapp.runs.models import Run
+
+from .experiments import Caller
+from .mlflow_protocol import (MAX_RUN_NAME_LENGTH, STATE_OF_STATUS, MlflowError, entity_key, invalid, missing,
+                              number)
+from .models import Experiment, ExternalRun
+
+MAX_STEP = 2**31 - 1  # MetricPoint.step is a 32-bit integer
+# Tags Evolab reads (docs/external-runs.md); evolab.run_id is written by Evolab alone.
+RUN_NAME_TAG, METHOD_TAG, ANSWER_RULE_TAG, TRAINER_TAG, RUN_ID_TAG = (
+    "mlflow.runName", "evolab.method", "evolab.answer_rule", "evolab.trainer", "evolab.run_id")
+
+
+def find(caller: Caller, mlflow_run_id, deleted_too: bool = True) -> ExternalRun:
+    """The external run of that MLflow id in the caller's teams; RESOURCE_DOES_NOT_EXIST for a missing run and
+    for another team's alike (DESIGN §4.4)."""
+    run_id = str(mlflow_run_id or "").strip()
+    found = (ExternalRun.objects.select_related("run", "experiment")
+             .filter(run__mlflow_run_id=run_id, run__team_id__in=caller.team_ids).first()) if run_id else None
+    if found is None or (not deleted_too and found.lifecycle_stage == Experiment.DELETED):
+        raise missing(f"Run with id={run_id} not found")
+    return found
+
+
+def create_run(caller: Caller, experiment: Experiment, *, name: str | None, user_id: str, start_time: int | None,
+               tags: list[tuple[str, str]]) -> ExternalRun:
+    if experiment.lifecycle_stage == Experiment.DELETED:
+        raise MlflowError("INVALID_STATE", f"The experiment {experiment.pk} must be in the 'active' state.")
+    caller.require_member(experiment.team_id)
+    tags = dict(tags)
+    name = name or tags.get(RUN_NAME_TAG) or _generated_name()
+    if len(name) > MAX_RUN_NAME_LENGTH:
+        raise invalid(f"run_name is {len(name)} characters long; at most {MAX_RUN_NAME_LENGTH}.")
+    _check_tags(tags)
+    tags[RUN_NAME_TAG] = name
+    started = _moment(start_time) or timezone.now()
+    with transaction.atomic():
+        run = Run.objects.create(
+            name=name, method=_method(tags), team_id=experiment.team_id, source=Run.EXTERNAL,
+            mlflow_run_id=uuid.uuid4().hex, prompt_set=None, model=tags.get("evolab.model", "")[:500], max_steps=0,
+            queue="", created_by=caller.user, state=Run.QUEUED, hyperparameters={},
+        )
+        external = ExternalRun.objects.create(run=run, experiment=experiment, user_id=user_id[:200], tags=tags,
+                                              trainer=_trainer(tags, ""), start_time=int(started.timestamp() * 1000))
+        lifecycle.report_running(run, started)
+    run.refresh_from_db()
+    return external
+
+
+def _moment(millis: int | None):
+    return datetime.fromtimestamp(millis / 1000, tz=utc_zone.utc) if millis else None
+
+
+def _generated_name() -> str:
+    return f"run-{uuid.uuid4().hex[:8]}"
+
+
+def _method(tags: dict) -> str:
+    value = tags.get(METHOD_TAG, "")
+    return value if value in METHODS else ""
+
+
+def _trainer(tags: dict, current: str) -> str:
+    value = tags.get(TRAINER_TAG, "")
+    return value if value in TRAINERS else current
+
+
+def _check_tags(tags: dict) -> None:
+    if RUN_ID_TAG in tags:
+        raise invalid(f"the tag {RUN_ID_TAG} is Evolab's own (the run's id in Evolab); it cannot be set")
+    if tags.get(ANSWER_RULE_TAG):
+        try:
+            answer_rule(tags[ANSWER_RULE_TAG])
+        except ValueError as exc:
+            raise invalid(f"tag {ANSWER_RULE_TAG}: {exc}") from None
+    if tags.get(METHOD_TAG) and tags[METHOD_TAG] not in METHODS:
+        raise invalid(f"tag {METHOD_TAG}: unknown method {tags[METHOD_TAG]!r}: expected one of {', '.join(METHODS)}")
+
+
+# --- metrics, params and tags -------------------------------------------------------------------------
+
+
+def log_batch(caller: Caller, external: ExternalRun, metrics: list, params: list[tuple[str, str]],
+              tags: list[tuple[str, str]]) -> None:
+    """MLflow's log-batch (log-metric, log-parameter and set-tag are batches of one)."""
+    if external.lifecycle_stage == Experiment.DELETED:
+        raise MlflowError("INVALID_STATE", f"The run {external.run.mlflow_run_id} must be in the 'active' state.")
+    caller.require_member(external.run.team_id)
+    points = [_metric(m, i) for i, m in enumerate(metrics)]
+    tag_values = dict(tags)
+    _check_tags(tag_values)
+    if params or tags:
+        _write_params_and_tags(external, params, tag_values)
+    if points:
+        _ingest_points(external, points)
+
+
+def _metric(item, i: int) -> tuple[str, float, float, int]:
+    """(key, value, time in seconds, step) of one metric of a batch, or INVALID_PARAMETER_VALUE naming it."""
+    if not isinstance(item, dict):
+        raise invalid(f"metrics[{i}] must be an object {{key, value, timestamp, step}}")
+    key = entity_key(item.get("key"), f"metrics[{i}].key")
+    value = number(item.get("value"), f"metric '{key}' (metrics[{i}].value)")
+    step = _whole(item.get("step", 0), f"metric '{key}' step", 0, MAX_STEP)
+    timestamp = _whole(item.get("timestamp"), f"metric '{key}' timestamp", 0, 2**53) if item.get("timestamp") not in (
+        None, "") else int(time.time() * 1000)
+    return key, value, timestamp / 1000, step
+
+
+def _whole(value, what: str, low: int, high: int) -> int:
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit() and value.isascii() and len(value) <= 20:
+        value = int(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise invalid(f"{what} is {value!r}: it must be a whole number")
+    if not low <= value <= high:
+        raise invalid(f"{what} is {value}: it must be between {low} and {high}")
+    return value
+
+
+def _write_params_and_tags(external: ExternalRun, params, tags: dict) -> None:
+    with transaction.atomic():
+        current = ExternalRun.objects.select_for_update().select_related("run").get(pk=external.pk)
+        for key, value in params:
+            stored = current.params.get(key)
+            if stored is not None and stored != value:  # MLflow's rule: a param is written once
+                raise invalid(f"Changing param values is not allowed. Param with key='{key}' was already logged "
+                              f"with value='{stored}' for run ID='{current.run.mlflow_run_id}'. Attempted logging new "
+                              f"value '{value}'.")
+            current.params[key] = value
+        current.tags.update(tags)
+        current.trainer = _trainer(current.tags, current.trainer)
+        current.save(update_fields=["params", "tags", "trainer"])
+        run_updates = _run_fields_from(current)
+        if run_updates:
+            Run.objects.filter(pk=current.pk).update(**run_updates)
+            if "name" in run_updates:
+                lifecycle.announce(current.pk)
+    external.params, external.tags, external.trainer = current.params, current.tags, current.trainer
+
+
+def _run_fields_from(external: ExternalRun) -> dict:
+    """What the run's params and tags say of the run itself: its name, its method, and the figures the alert
+    rules and the page read (max_completion_length: a length pinned at the limit; the planned steps)."""
+    run, updates = external.run, {}
+    name = external.tags.get(RUN_NAME_TAG)
+    if name and name != run.name:
+        updates["name"] = name[:MAX_RUN_NAME_LENGTH]
+    method = _method(external.tags)
+    if method != run.method and external.tags.get(METHOD_TAG):
+        updates["method"] = method
+    hyperparameters = dict(run.hyperparameters)
+    for setting, keys in PARAM_SETTINGS.items():
+        value = _first_whole(external.params, keys)
+        if value is not None:
+            hyperparameters[setting] = value
+    if hyperparameters != run.hyperparameters:
+        updates["hyperparameters"] = hyperparameters
+    steps = _first_whole(external.params, PLANNED_STEPS)
+    if steps is not None and steps != run.max_steps:
+        updates["max_steps"] = steps
+    return updates
+
+
+# Params of known trainers that say what the rules and pages need (TRL's GRPOConfig, verl's config flattened
+# with "/" by its MLflow logger, or with "." as Transformers' callback flattens).
+PARAM_SETTINGS = {
+    "max_completion_length": ("max_completion_length", "data/max_response_length", "data.max_response_length"),
+    "n_votes": ("num_generations", "actor_rollout_ref/rollout/n", "actor_rollout_ref.rollout.n"),
+}
+PLANNED_STEPS = ("max_steps", "trainer/total_training_steps", "trainer.total_training_steps")
+
+
+def _first_whole(params: dict, keys) -> int | None:
+    for key in keys:
+        text = str(params.get(key, "")).strip()
+        if text.isdigit() and text.isascii() and 0 < int(text) < 2**31:
+            return int(text)
+    return None
+
+
+# What ingestion keeps of a run between two calls (its series ids, the alert rules' window), per run, for the
+# runs this process heard from lately: a trainer logging a step at a time is judged without reading its
+# history back at every request (webapp/runs/ingestion.py::_RunMemory; checked against the run's last_seq).
+_MEMORIES: "OrderedDict[int, object]" = OrderedDict()
+_MEMORIES_KEPT = 256
+
+
+def _ingest_points(external: ExternalRun, points: list[tuple[str, float, float, int]]) -> None:
+    run = external.run
+    _refuse_steps_going_back(run, points)
+    by_step: dict[int, dict] = {}
+    times: dict[int, float] = {}
+    for key, value, when, step in points:  # a key logged twice at one step: the later value wins, as in MLflow's latest
+        by_step.setdefault(step, {})[key] = None if math.isnan(value) or math.isinf(value) else value
+        times[step] = max(times.get(step, when), when)
+    by_step = _without_values_already_stored(run, by_step)
+    if not by_step:
+        return
+    trainer = external.trainer or detect_trainer({key for values in by_step.values() for key in values}) or ""
+    if trainer != external.trainer:
+        ExternalRun.objects.filter(pk=external.pk).update(trainer=trainer)
+        external.trainer = trainer
+    events = [{"time": times[step], "type": "metrics", "step": step, "values": with_design_names(values, trainer)}
+              for step, values in sorted(by_step.items())]
+    run._ingest_memory = _MEMORIES.pop(run.pk, None)
+    ingestion.append_events(run, events)
+    memory = getattr(run, "_ingest_memory", None)
+    if memory is not None:
+        _MEMORIES[run.pk] = memory
+        while len(_MEMORIES) > _MEMORIES_KEPT:
+            _MEMORIES.popitem(last=False)
+
+
+def _refuse_steps_going_back(run: Run, points) -> None:
+    """A metric's steps only go forward (DESIGN §4.8): a value at a step before one already logged for the same
+    name is refused (logging a step again keeps the later value). Read only when a step lies behind the run's
+    last one: a trainer logging step by step costs no query."""
+    first = {}
+    for key, _, _, step in points:
+        if key in first and step < first[key][1]:
+            raise invalid(f"metric '{key}' goes back from step {first[key][1]} to step {step} in one batch; a "
+                          f"metric's steps must not go backwards")
+        first[key] = (min(first.get(key, (step, step))[0], step), step)
+    if run.last_step is None or all(low >= run.last_step for low, _ in first.values()):
+        return
+    logged = series.last_steps(run, first)
+    for key, (low, _) in first.items():
+        if key in logged and low < logged[key]:
+            raise invalid(f"metric '{key}' at step {low} is before step {logged[key]}, already logged for it; a "
+                          f"metric's steps must not go backwards")
+
+
+def _without_values_already_stored(run: Run, by_step: dict) -> dict:
+    """A batch sent again (a client retrying after a lost answer) stores nothing twice: values equal to the ones
+    stored at their steps are dropped. Only steps the run has reached can hold any."""
+    if run.last_step is None or min(by_step) > run.last_step:
+        return by_step
+    names = {key for values in by_step.values() for key in values}
+    stored = series.stored_values(run, names, min(by_step), run.last_step)
+    kept = {}
+    for step, values in by_step.items():
+        fresh = {k: v for k, v in values.items() if (k, step) not in stored or stored[(k, step)] != v}
+        if fresh:
+            kept[step] = fresh
+    return kept
+
+
+def delete_tag(caller: Caller, external: ExternalRun, key: str) -> None:
+    caller.require_member(external.run.team_id)
+    with transaction.atomic():
+        current = ExternalRun.objects.select_for_update().get(pk=external.pk)
+        if key not in current.tags:
+            raise missing(f"No tag with name: {key} in run with id {current.run_id}")
+        del current.tags[key]
+        current.save(update_fields=["tags"])
+
+
+# --- the run's state -----------------------------------------------------------------------------------
+
+
+def update_run(caller: Caller, external: ExternalRun, *, status: str | None, end_time: int | None,
+               run_name: str | None) -> ExternalRun:
+    """MLflow's runs/update: a new name and/or status. FINISHED, FAILED and KILLED end the run (succeeded,
+    failed with the run_failed alert, cancelled); RUNNING after an end means the trainer goes on."""
+    caller.require_member(external.run.team_id)
+    if status is not None and status not in STATE_OF_STATUS:
+        raise invalid(f"Invalid value {status!r} for parameter 'status': expected one of "
+                      f"{', '.join(sorted(STATE_OF_STATUS))}")
+    if run_name is not None:
+        if len(run_name) > MAX_RUN_NAME_LENGTH:
+            raise invalid(f"run_name is {len(run_name)} characters long; at most {MAX_RUN_NAME_LENGTH}.")
+        _write_params_and_tags(external, [], {RUN_NAME_TAG: run_name})
+    run = Run.objects.get(pk=external.pk)
+    state = STATE_OF_STATUS.get(status)
+    if state is not None and state != run.state:
+        if state in Run.TERMINAL:
+            ended = _moment(end_time)
+            lifecycle.finish(run, state, _end_message(state, external), exit_code=None, stderr_tail="",
+                             finished_at=ended)
+            ExternalRun.objects.filter(pk=external.pk).update(end_time=end_time or int(time.time() * 1000))
+        elif state == Run.RUNNING:
+            lifecycle.report_running(run, None)
+        else:
+            raise invalid(f"a run cannot go back to {status}")
+    external.refresh_from_db()
+    external.run.refresh_from_db()
+    return external
+
+
+def _end_message(state: str, external: ExternalRun) -> str:
+    by = f" ({external.trainer})" if external.trainer else ""
+    return {Run.SUCCEEDED: f"its trainer{by} reported it finished", Run.FAILED: f"its trainer{by} reported it failed",
+            Run.CANCELLED: f"its trainer{by} reported it killed"}[state]
+
+
+def set_lifecycle(caller: Caller, external: ExternalRun, stage: str) -> None:
+    """runs/delete and runs/restore: a deleted run leaves every page and list (kept, as MLflow keeps it)."""
+    caller.require_member(external.run.team_id)
+    ExternalRun.objects.filter(pk=external.pk).update(lifecycle_stage=stage)
+    Run.objects.filter(pk=external.pk).update(deleted_at=timezone.now() if stage == Experiment.DELETED else None)
+    external.lifecycle_stage = stage

@@ -1,0 +1,240 @@
+"""`POST /api/runs/{id}/rollouts` (DESIGN §4.8): a run trained elsewhere reports its rollouts as JSON lines,
+
+    {step, prompt, prompt_id?, index?, completion, reward?, rewards?: {name: value}, advantage?, answer?,
+     label?, length?, extras?: {...}}
+
+Every line is checked before anything is written (an error names the line and the field, nothing is kept);
+the new ones wait as PendingRollout rows, keyed by (step, prompt_id or the prompt text, index), so a batch sent
+twice is stored once, until a worker groups their step (grouping.py). A line without `index` is numbered by
+its place among the lines of its prompt and step in the request: send a prompt's rollouts of a step in one
+request, or give `index`."""
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from webapp.runs import bulk
+from webapp.runs.models import Group, Rollout, Run
+from webapp.tasks import GROUP_EXTERNAL_ROLLOUTS, send_on_commit
+
+from .models import ExternalRun, PendingRollout
+
+MAX_LINES = 20_000
+MAX_TEXT_CHARS = 400_000  # a prompt or a completion: 100k tokens and more
+MAX_ID_CHARS = 200
+MAX_EXTRAS_BYTES = 64 * 1024
+MAX_STEP = 2**31 - 1
+MAX_INDEX = 1_000_000
+FIELDS = ("step", "prompt", "prompt_id", "index", "completion", "reward", "rewards", "advantage", "answer", "label",
+          "length", "extras")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+class RolloutLineError(ValueError):
+    def __init__(self, line: int, field: str | None, message: str):
+        super().__init__(f"line {line}: {message}")
+        self.line, self.field = line, field
+
+
+@dataclass
+class ReportedRollout:
+    step: int
+    prompt_id: str
+    index: int | None
+    prompt: str
+    completion: str
+    answer: str | None
+    reward: float | None
+    rewards: dict
+    advantage: float | None
+    label: str | None
+    length: int | None
+    extras: dict
+
+
+def parse_lines(body: bytes) -> list[ReportedRollout]:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RolloutLineError(body[:exc.start].count(b"\n") + 1, None, "the body is not UTF-8 text") from None
+    rollouts = []
+    for number, line in enumerate(text.split("\n"), 1):
+        if not line.strip():
+            continue
+        if len(rollouts) >= MAX_LINES:
+            raise RolloutLineError(number, None, f"at most {MAX_LINES:,} rollouts a request; send the rest in another")
+        rollouts.append(_rollout(number, line))
+    if not rollouts:
+        raise RolloutLineError(1, None, "no rollouts: send one JSON object per line")
+    _number_unindexed(rollouts)
+    return rollouts
+
+
+def _rollout(number: int, line: str) -> ReportedRollout:
+    try:
+        data = json.loads(line, parse_constant=lambda name: _bad_constant(number, name))
+    except RecursionError:
+        raise RolloutLineError(number, None, "the line nests too deeply") from None
+    except RolloutLineError:
+        raise
+    except ValueError as exc:
+        raise RolloutLineError(number, None, f"not a JSON object ({exc})") from None
+    if not isinstance(data, dict):
+        raise RolloutLineError(number, None, f"a line is a JSON object, not {type(data).__name__}")
+    unknown = sorted(set(data) - set(FIELDS))
+    if unknown:
+        raise RolloutLineError(number, unknown[0], f"unknown field {unknown[0]!r}: a rollout has {', '.join(FIELDS)}")
+
+    def whole(field, low, high, required=False):
+        value = data.get(field)
+        if value is None:
+            if required:
+                raise RolloutLineError(number, field, f"'{field}' is required")
+            return None
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise RolloutLineError(number, field, f"'{field}' must be a whole number from {low} to {high:,}, not "
+                                                  f"{json.dumps(value)[:50]}")
+        return value
+
+    def real(field, value=None, where=None):
+        value = data.get(field) if where is None else value
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise RolloutLineError(number, field, f"'{where or field}' must be a number, not {json.dumps(value)[:50]}")
+        return float(value)
+
+    def words(field, required=False, limit=MAX_TEXT_CHARS):
+        value = data.get(field)
+        if value is None:
+            if required:
+                raise RolloutLineError(number, field, f"'{field}' is required")
+            return None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and field == "label":
+            value = str(value)
+        if not isinstance(value, str):
+            raise RolloutLineError(number, field, f"'{field}' must be text, not {json.dumps(value)[:50]}")
+        if len(value) > limit:
+            raise RolloutLineError(number, field, f"'{field}' is {len(value):,} characters long; at most {limit:,}")
+        return clean_text(value)
+
+    step = whole("step", 0, MAX_STEP, required=True)
+    prompt = words("prompt")
+    prompt_id = words("prompt_id", limit=MAX_ID_CHARS)
+    if prompt is None and prompt_id is None:
+        raise RolloutLineError(number, "prompt", "'prompt' is required (or 'prompt_id' when the prompt was sent before)")
+    if prompt_id is not None and (not prompt_id.strip() or any(ord(c) < 32 for c in prompt_id)):
+        raise RolloutLineError(number, "prompt_id", f"'prompt_id' {prompt_id!r} must be printable text")
+    rewards = data.get("rewards") or {}
+    if not isinstance(rewards, dict):
+        raise RolloutLineError(number, "rewards", "'rewards' must be an object of reward function → number")
+    for name, value in rewards.items():
+        if len(name) > MAX_ID_CHARS:
+            raise RolloutLineError(number, "rewards", f"reward name {name[:40]!r}... is longer than {MAX_ID_CHARS}")
+        real("rewards", value, where=f"rewards.{name}")
+    extras = data.get("extras") or {}
+    if not isinstance(extras, dict):
+        raise RolloutLineError(number, "extras", "'extras' must be an object")
+    if len(bulk.json_text(extras)) > MAX_EXTRAS_BYTES:
+        raise RolloutLineError(number, "extras", f"'extras' is over {MAX_EXTRAS_BYTES // 1024} KB of JSON")
+    reward = real("reward")
+    given = {name: float(value) for name, value in rewards.items() if value is not None}
+    if reward is None and given:  # the total, when only the functions' rewards are given
+        reward = sum(given.values())
+    return ReportedRollout(
+        step=step, prompt_id=prompt_id or prompt_key(prompt), index=whole("index", 0, MAX_INDEX),
+        prompt=prompt or "", completion=words("completion", required=True), answer=words("answer"),
+        reward=reward, rewards={clean_text(k): v for k, v in given.items()}, advantage=real("advantage"),
+        label=words("label"), length=whole("length", 0, MAX_STEP), extras=_clean_json(extras))
+
+
+def _bad_constant(number: int, name: str):
+    raise RolloutLineError(number, None, f"{name} is not a JSON number; send null for a missing value")
+
+
+def prompt_key(prompt: str) -> str:
+    """The id of a prompt reported without one: the same text always gets the same id."""
+    return "p-" + hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def clean_text(text: str) -> str:
+    """Model output is any text, and PostgreSQL's text columns refuse NUL and unpaired surrogates: each
+    becomes U+FFFD, the replacement character (as ingestion does with a trainer's events)."""
+    text = text.replace("\x00", "\ufffd")
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def _clean_json(value):
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {clean_text(str(k)): _clean_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_clean_json(v) for v in value]
+    return value
+
+
+def _number_unindexed(rollouts: list[ReportedRollout]) -> None:
+    seen: dict[tuple, int] = {}
+    for r in rollouts:
+        key = (r.step, r.prompt_id)
+        if r.index is None:
+            r.index = seen.get(key, 0)
+        seen[key] = max(seen.get(key, 0), r.index + 1)
+
+
+# --- storing -----------------------------------------------------------------------------------------
+
+def receive(run: Run, rollouts: list[ReportedRollout]) -> dict:
+    """Keep the rollouts not stored yet (neither waiting nor grouped) and ask a worker to group them.
+    Under the run's ExternalRun row lock, so a retry racing the worker that groups its step stores nothing twice."""
+    now = timezone.now()
+    with transaction.atomic():
+        external = ExternalRun.objects.select_for_update().get(pk=run.pk)
+        unique = {}
+        for r in rollouts:
+            unique.setdefault((r.step, r.prompt_id, r.index), r)
+        stored = _stored_keys(run.pk, {step for step, _, _ in unique})
+        fresh = [r for key, r in unique.items() if key not in stored]
+        bulk.copy_rows(PendingRollout._meta.db_table, PENDING_COLUMNS, (
+            (run.pk, r.step, r.prompt_id, r.index, r.prompt, r.completion, r.answer, r.reward, bulk.json_text(r.rewards),
+             r.advantage, r.label, r.length, bulk.json_text(r.extras), now) for r in fresh))
+        top = max(step for step, _, _ in unique)
+        updates = {}
+        if external.max_rollout_step is None or top > external.max_rollout_step:
+            updates["max_rollout_step"] = top
+        if fresh and external.grouping_requested_at is None:
+            updates["grouping_requested_at"] = now
+            send_on_commit(GROUP_EXTERNAL_ROLLOUTS, [run.pk], queue=external_queue())
+        if updates:
+            ExternalRun.objects.filter(pk=run.pk).update(**updates)
+    return {"run": run.pk, "received": len(rollouts), "stored": len(fresh), "duplicates": len(rollouts) - len(fresh)}
+
+
+PENDING_COLUMNS = ["run_id", "step", "prompt_id", "index", "prompt", "completion", "answer", "reward", "rewards",
+                   "advantage", "label", "length", "extras", "received_at"]
+
+
+def _stored_keys(run_id: int, steps: set) -> set:
+    """(step, prompt_id, index) of the run's rollouts at these steps, waiting or grouped already."""
+    steps = sorted(steps)
+    marks = bulk.placeholders(steps)
+    waiting = bulk.fetch(f"SELECT step, prompt_id, {bulk.quoted('index')} FROM {PendingRollout._meta.db_table} "
+                         f"WHERE run_id = %s AND step IN ({marks})", [run_id, *steps])
+    grouped = bulk.fetch(
+        f"SELECT g.step, g.prompt_id, r.{bulk.quoted('index')} FROM {Rollout._meta.db_table} r JOIN "
+        f"{Group._meta.db_table} g ON g.id = r.group_id WHERE g.run_id = %s AND g.step IN ({marks}) "
+        f"AND NOT g.superseded", [run_id, *steps])
+    return {tuple(row) for row in waiting} | {tuple(row) for row in grouped}
+
+
+def external_queue() -> str:
+    """The queue of the work a run trained elsewhere asks of the workers (grouping, heatmaps)."""
+    return settings.QUEUE_PREFIX + "external"

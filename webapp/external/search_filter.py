@@ -1,0 +1,206 @@
+"""MLflow's search filters for runs/search and experiments/search, the part clients send: clauses joined by
+AND, each `ENTITY.KEY OP VALUE` with ENTITY one of attributes, metrics, params, tags (and their short
+forms), OP one of = != < <= > >= LIKE ILIKE IN, a key quoted with backticks or double quotes when it holds
+anything but letters, digits, `_` and `.`. Anything else is INVALID_PARAMETER_VALUE naming what was not
+understood. Runs are filtered after they are read: a team's experiments hold thousands of runs, not millions."""
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+
+from webapp.runs import series
+
+from .mlflow_protocol import STATUS_OF_STATE, invalid
+from .models import Experiment, ExternalRun
+
+ENTITIES = {"attributes": "attributes", "attribute": "attributes", "attr": "attributes", "run": "attributes",
+            "metrics": "metrics", "metric": "metrics", "params": "params", "param": "params", "parameter": "params",
+            "parameters": "params", "tags": "tags", "tag": "tags"}
+ATTRIBUTES = ("run_id", "run_name", "status", "user_id", "start_time", "end_time", "lifecycle_stage", "name")
+_STRING = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
+_TOKENS = [  # tried in order at each position
+    ("and", re.compile(r"AND\b", re.IGNORECASE)),
+    ("op", re.compile(r"<=|>=|!=|=|<|>|NOT\s+ILIKE\b|NOT\s+LIKE\b|ILIKE\b|LIKE\b|IN\b", re.IGNORECASE)),
+    ("string", re.compile(_STRING)),
+    ("list", re.compile(r"\((?:[^()'\"]|" + _STRING + r")*\)")),
+    ("ident", re.compile(r"[A-Za-z_]\w*\.(?:`[^`]*`|\"[^\"]*\"|[\w./\-:@]+)")),
+    ("number", re.compile(r"-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")),
+]
+
+
+class _Token:
+    def __init__(self, kind: str, text: str):
+        self.kind, self.text = kind, text
+
+    def group(self, kind: str):
+        return self.text if kind == self.kind else None
+
+
+def _tokens(text: str) -> list:
+    out, position = [], 0
+    while True:
+        while position < len(text) and text[position].isspace():
+            position += 1
+        if position >= len(text):
+            return out
+        for kind, pattern in _TOKENS:
+            match = pattern.match(text, position)
+            if match:
+                out.append(_Token(kind, match.group(0)))
+                position = match.end()
+                break
+        else:
+            raise invalid(f"Invalid filter {text!r}: cannot read it from {text[position:position + 30]!r} on")
+
+
+@dataclass
+class Clause:
+    entity: str
+    key: str
+    op: str
+    value: object
+
+
+def parse_filter(text: str, allowed=("attributes", "metrics", "params", "tags")) -> list[Clause]:
+    clauses = []
+    text = text.strip()
+    parts = _tokens(text)
+    group = []
+    for match in parts + [None]:
+        if match is None or match.group("and"):
+            if len(group) != 3:
+                raise invalid(f"Invalid filter {text!r}: each clause is ENTITY.KEY OPERATOR VALUE, joined by AND")
+            clauses.append(_clause(group, text, allowed))
+            group = []
+        else:
+            group.append(match)
+    return clauses
+
+
+def _clause(group, text, allowed) -> Clause:
+    ident, op, value = group
+    if not ident.group("ident") or not op.group("op"):
+        raise invalid(f"Invalid filter {text!r}: expected ENTITY.KEY OPERATOR VALUE")
+    entity, _, key = ident.group("ident").partition(".")
+    key = key.strip()
+    if key[:1] in "`\"" and key[-1:] == key[:1]:
+        key = key[1:-1]
+    kind = ENTITIES.get(entity.lower())
+    if kind is None and entity.lower() == "name" and "attributes" in allowed:
+        kind = "attributes"
+    if kind is None or kind not in allowed:
+        raise invalid(f"Invalid filter {text!r}: {entity!r} is not one of {', '.join(allowed)}")
+    if kind == "attributes" and key not in ATTRIBUTES:
+        raise invalid(f"Invalid filter {text!r}: attribute {key!r} is not one of {', '.join(ATTRIBUTES)}")
+    operator = re.sub(r"\s+", " ", op.group("op").upper())
+    if value.group("string"):
+        parsed = _unquote(value.group("string"))
+    elif value.group("number"):
+        parsed = float(value.group("number"))
+    elif value.group("list") and operator == "IN":
+        parsed = [_unquote(v) for v in re.findall(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"", value.group("list"))]
+    else:
+        raise invalid(f"Invalid filter {text!r}: a value is a quoted string, a number or, after IN, a list")
+    if operator == "IN" and not isinstance(parsed, list):
+        raise invalid(f"Invalid filter {text!r}: IN takes a list ('a', 'b')")
+    if kind == "metrics" and not isinstance(parsed, float):
+        raise invalid(f"Invalid filter {text!r}: a metric is compared with a number")
+    return Clause(kind, key, operator, parsed)
+
+
+def _unquote(token: str) -> str:
+    return re.sub(r"\\(.)", r"\1", token[1:-1])
+
+
+def _like(pattern: str, value: str, fold: bool) -> bool:
+    regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, value, re.IGNORECASE | re.DOTALL if fold else re.DOTALL) is not None
+
+
+def _compare(op: str, have, want) -> bool:
+    if have is None:
+        return op == "!="
+    if op in ("LIKE", "ILIKE", "NOT LIKE", "NOT ILIKE"):
+        found = _like(str(want), str(have), "ILIKE" in op)
+        return not found if op.startswith("NOT") else found
+    if op == "IN":
+        return str(have) in want
+    if isinstance(want, float):
+        try:
+            have = float(have)
+        except (TypeError, ValueError):
+            return False
+    elif not isinstance(have, str):
+        have = str(have)
+    return {"=": have == want, "!=": have != want, "<": have < want, "<=": have <= want, ">": have > want,
+            ">=": have >= want}[op]
+
+
+def matches(clauses: list[Clause], attributes: dict, metrics: dict, params: dict, tags: dict) -> bool:
+    sources = {"attributes": attributes, "metrics": metrics, "params": params, "tags": tags}
+    return all(_compare(c.op, sources[c.entity].get(c.key), c.value) for c in clauses)
+
+
+def _attributes(external: ExternalRun) -> dict:
+    run = external.run
+    return {"run_id": run.mlflow_run_id, "run_name": run.name, "status": STATUS_OF_STATE[run.state],
+            "user_id": external.user_id, "start_time": external.start_time, "end_time": external.end_time,
+            "lifecycle_stage": external.lifecycle_stage}
+
+
+def search_runs(found_experiments: list[Experiment], filter_text: str, view: str, order_by: list[str],
+                max_results: int, page_token: str | None):
+    """(the page of ExternalRuns, the next page's token or None)."""
+    clauses = parse_filter(filter_text) if filter_text.strip() else []
+    runs = ExternalRun.objects.select_related("run").filter(experiment__in=found_experiments)
+    if view != "ALL":
+        runs = runs.filter(lifecycle_stage=Experiment.DELETED if view == "DELETED_ONLY" else Experiment.ACTIVE)
+    runs = list(runs)
+    orders = [_order(o) for o in order_by]
+    needs_metrics = any(c.entity == "metrics" for c in clauses) or any(kind == "metrics" for kind, _, _ in orders)
+    latest = series.latest([e.pk for e in runs]) if needs_metrics else {}
+
+    def values(external):
+        metrics = {name: value for name, (_, value, _) in latest.get(external.pk, {}).items()}
+        tags = {**external.tags, "mlflow.runName": external.run.name}
+        return _attributes(external), metrics, external.params, tags
+
+    kept = [e for e in runs if matches(clauses, *values(e))]
+    kept.sort(key=lambda e: (-(e.start_time or 0), e.run.mlflow_run_id))
+    for kind, key, descending in reversed(orders):
+        sources = {"attributes": 0, "metrics": 1, "params": 2, "tags": 3}
+
+        def sort_key(e, kind=kind, key=key):
+            value = values(e)[sources[kind]].get(key)
+            return (value is None, value if value is not None else 0) if not descending else \
+                (value is not None, value if value is not None else 0)
+
+        kept.sort(key=sort_key, reverse=descending)
+    start = _offset(page_token)
+    page = kept[start:start + max_results]
+    more = start + max_results < len(kept)
+    return page, (base64.urlsafe_b64encode(str(start + max_results).encode()).decode() if more else None)
+
+
+def _order(text: str):
+    parts = text.strip().rsplit(" ", 1)
+    descending = len(parts) == 2 and parts[1].upper() == "DESC"
+    field = parts[0] if len(parts) == 2 and parts[1].upper() in ("ASC", "DESC") else text.strip()
+    entity, dot, key = field.partition(".")
+    kind = ENTITIES.get(entity.lower()) if dot else "attributes"
+    key = key if dot else field
+    if key[:1] in "`\"" and key[-1:] == key[:1]:
+        key = key[1:-1]
+    if kind is None or (kind == "attributes" and key not in ATTRIBUTES):
+        raise invalid(f"Invalid order_by clause {text!r}: expected e.g. 'attributes.start_time DESC' or "
+                      f"'metrics.`loss` ASC'")
+    return kind, key, descending
+
+
+def _offset(token: str | None) -> int:
+    if not token:
+        return 0
+    try:
+        return int(base64.urlsafe_b64decode(token.encode()).decode())
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise invalid(f"Invalid page token {token!r}") from None
