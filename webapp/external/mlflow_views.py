@@ -49,18 +49,13 @@ def search_experiments(caller, fields):
     found = Experiment.objects.of_teams(caller.team_ids).select_related("team")
     if view != "ALL":
         found = found.filter(lifecycle_stage=Experiment.DELETED if view == "DELETED_ONLY" else Experiment.ACTIVE)
-    wanted = text(fields, "filter", required=False)
-    rows = [experiment_json(caller, e) for e in found]
-    if wanted:
-        rows = [row for row in rows if _experiment_matches(row, wanted)]
+    # the filters MLflow's client sends: name = 'x', name LIKE '%x%' (and ILIKE), tags.key = 'v'
+    wanted = (text(fields, "filter", required=False) or "").strip()
+    clauses = parse_filter(re.sub(r"(?i)(^|\bAND\s+)name\b", r"\1attributes.name", wanted),
+                           allowed=("attributes", "tags")) if wanted else []
+    rows = [row for row in (experiment_json(caller, e) for e in found)
+            if matches(clauses, {"name": row["name"]}, {}, {}, {t["key"]: t["value"] for t in row["tags"]})]
     return _page(rows, fields, "experiments", 1000)
-
-
-def _experiment_matches(row, wanted: str) -> bool:
-    """The filters MLflow's UI and client send: name = 'x', name LIKE '%x%' (and ILIKE)."""
-    clauses = parse_filter(re.sub(r"(?i)(^|\bAND\s+)name\b", r"\1attributes.name", wanted.strip()),
-                           allowed=("attributes", "tags"))
-    return matches(clauses, {"name": row["name"]}, {}, {}, {t["key"]: t["value"] for t in row["tags"]})
 
 
 def delete_experiment(caller, fields):
