@@ -39,7 +39,7 @@ def group_ready_steps(run_id: int, now=None) -> dict:
     grouped, count, waiting = [], 0, []
     while True:
         with transaction.atomic():
-            external = (ExternalRun.objects.select_for_update().select_related("run", "run__prompt_set")
+            external = (ExternalRun.objects.select_for_update(of=("self",)).select_related("run", "run__prompt_set")
                         .filter(pk=run_id).first())
             if external is None:
                 break
