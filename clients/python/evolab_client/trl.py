@@ -61,7 +61,7 @@ class EvolabCallback(TrainerCallback):
         self.run: RunRef | None = None
         self.created = False
         self.send_metrics = True
-        self._last_batch = None  # the first completion object of the batch sent last
+        self._last_batch = None  # the advantages of the batch sent last (its float objects)
 
     # --- the run ---------------------------------------------------------------------------------
 
@@ -108,10 +108,11 @@ class EvolabCallback(TrainerCallback):
         kept = getattr(self.trainer, "_logs", None)
         if not kept or not kept["completion"]:
             return
-        completions = list(kept["completion"])
-        if completions[0] is self._last_batch:
-            return  # the batch this log still shows was sent at an earlier log
-        prompts, advantages = list(kept["prompt"]), list(kept["advantages"])
+        completions, advantages = list(kept["completion"]), list(kept["advantages"])
+        if self._last_batch is not None and len(advantages) == len(self._last_batch) and all(
+                a is b for a, b in zip(advantages, self._last_batch)):
+            return  # the batch this log still shows was sent at an earlier log (its advantages are the same objects)
+        prompts = list(kept["prompt"])
         rewards = {name: list(values) for name, values in kept["rewards"].items()}
         weights = dict(zip(getattr(self.trainer, "reward_func_names", []),
                            [float(w) for w in getattr(self.trainer, "reward_weights", [])]))
@@ -134,7 +135,7 @@ class EvolabCallback(TrainerCallback):
             lines.append(line)
         for start in range(0, len(lines), 1000):
             self.client.post_rollouts(self.run.id, lines[start:start + 1000])
-        self._last_batch = completions[0]
+        self._last_batch = advantages  # held, so no new batch's values can reuse their ids
 
 
 def _same_server(tracking_uri: str | None, url: str) -> bool:

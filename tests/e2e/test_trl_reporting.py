@@ -1,0 +1,96 @@
+"""TRL's own GRPOTrainer (the default policy, 2 steps, CPU), unmodified, reporting to the live stack (DESIGN
+§4.8): once through Transformers' MLflow callback (report_to="mlflow"), whose metric names Evolab maps onto
+its own, and once with EvolabCallback, which sends each step's metrics and every completion with its prompt,
+each reward function's reward, their total and its advantage."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from tests.e2e.helpers import Api
+from tests.factories import make_team
+from webapp.accounts.models import ApiToken
+
+pytestmark = pytest.mark.e2e
+
+TRAIN = r"""
+import json, os, sys
+from datasets import Dataset
+from trl import GRPOConfig, GRPOTrainer
+
+mode, out = sys.argv[1], sys.argv[2]
+# conversational prompts: TRL applies the policy's chat template, and completions come back as messages
+rows = [{"prompt": [{"role": "user", "content": "Tom has 3 apples and gets 4 more. How many apples does Tom have?"}],
+         "answer": "7"},
+        {"prompt": [{"role": "user", "content": "What is 12 - 5?"}], "answer": "7"}]
+
+def boxed_answer(completions, answer, **kwargs):
+    return [1.0 if "\\boxed{" + a + "}" in c[0]["content"] else 0.0 for c, a in zip(completions, answer)]
+
+def brevity(completions, **kwargs):
+    return [-len(c[0]["content"]) / 100 for c in completions]
+
+args = GRPOConfig(output_dir=out, max_steps=2, per_device_train_batch_size=8, num_generations=4,
+                  max_completion_length=24, logging_steps=1, use_cpu=True, save_strategy="no", disable_tqdm=True,
+                  report_to=["mlflow"] if mode == "mlflow" else [], run_name="trl-" + mode, seed=0)
+trainer = GRPOTrainer(model="rl/assets/default_policy", reward_funcs=[boxed_answer, brevity], args=args,
+                      train_dataset=Dataset.from_list(rows))
+if mode == "callback":
+    from evolab_client.trl import EvolabCallback
+    trainer.add_callback(EvolabCallback(name="trl-callback", experiment="trl-tests"))
+trainer.train()
+print("TRAINED", flush=True)
+"""
+
+
+def train(live_stack, token, mode, tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"{live_stack.url}/mlflow",
+           "MLFLOW_TRACKING_TOKEN": token, "MLFLOW_EXPERIMENT_NAME": "trl-tests", "EVOLAB_URL": live_stack.url,
+           "EVOLAB_TOKEN": token}
+    done = subprocess.run([sys.executable, "-c", TRAIN, mode, str(tmp_path / mode)], env=env, capture_output=True,
+                          text=True, timeout=400)
+    assert done.returncode == 0 and "TRAINED" in done.stdout, done.stderr[-4000:]
+
+
+@pytest.fixture
+def reporter(live_stack, transactional_db):
+    make_team("trl-team", ada="member")
+    token = ApiToken.issue(get_user_model().objects.get(username="ada"))
+    return token, Api(live_stack.url, token)
+
+
+def test_report_to_mlflow_logs_trls_metrics_under_evolabs_names(live_stack, reporter, tmp_path):
+    token, api = reporter
+    train(live_stack, token, "mlflow", tmp_path)
+    run = next(r for r in api.get("/runs")["runs"] if r["name"] == "trl-mlflow")
+    assert run["source"] == "external" and run["state"] == "succeeded"  # Transformers' callback ends its run
+    metrics = api.get(f"/runs/{run['id']}/metrics")["metrics"]
+    for reported, ours in (("completions/mean_length", "response_length/mean"), ("reward", "reward/mean"),
+                           ("frac_reward_zero_std", "zero_variance_groups"), ("entropy", "entropy")):
+        assert metrics[reported]["steps"] == [1, 2] and metrics[ours]["values"] == metrics[reported]["values"], reported
+    assert run["hyperparameters"]["max_completion_length"] == 24 and run["hyperparameters"]["n_votes"] == 4
+
+
+def test_the_evolab_callback_sends_metrics_and_every_completion_with_its_rewards(live_stack, reporter, tmp_path):
+    token, api = reporter
+    train(live_stack, token, "callback", tmp_path)
+    run = next(r for r in api.get("/runs")["runs"] if r["name"] == "trl-callback")
+    assert run["source"] == "external" and run["state"] == "succeeded"
+    found = []
+    for _ in range(120):  # grouped by the worker once the run has ended
+        found = api.get(f"/runs/{run['id']}/rollouts/search", params={"limit": 100})["results"]
+        if len(found) == 2 * 4 * 2:
+            break
+        time.sleep(0.5)
+    assert len(found) == 2 * 4 * 2  # 2 steps × 2 prompts × 4 generations
+    first = found[0]
+    assert set(first["extra"]) == {"boxed_answer", "brevity"} and first["advantage"] is not None
+    assert first["reward"] == pytest.approx(first["extra"]["boxed_answer"] + first["extra"]["brevity"])
+    assert first["length"] <= 24  # tokens, counted by the trainer's tokenizer
+    groups = api.get(f"/runs/{run['id']}/rollouts", params={"step": 1})["groups"]
+    assert len(groups) == 2 and all(len(g["rollouts"]) == 4 for g in groups)
+    metrics = api.get(f"/runs/{run['id']}/metrics")["metrics"]
+    assert metrics["response_length/mean"]["steps"] == [1, 2] and "majority_ratio" in metrics
