@@ -58,7 +58,7 @@
     if (step) {
       const last = message.last_step === null || message.last_step === undefined ? "—" : String(message.last_step);
       const total = message.total_steps === undefined ? row.dataset.totalSteps : message.total_steps;
-      step.textContent = last + " / " + total;
+      step.textContent = last + " / " + (total === null || total === "" ? "—" : total);
     }
     const name = row.querySelector(".run-name");
     if (name && typeof message.name === "string") name.textContent = message.name;

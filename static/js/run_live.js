@@ -226,7 +226,8 @@
 
   // ETA from the step rate of the recent steps since the last resume.
   function eta() {
-    if (state !== "running" || lastStep === null || lastStep === undefined) return null;
+    // a run trained elsewhere may not say how many steps it plans
+    if (state !== "running" || lastStep === null || lastStep === undefined || !run.total_steps) return null;
     const times = board.stepTimes[KEY] || {};
     const since = resumes.length ? (resumes[resumes.length - 1].step || -Infinity) : -Infinity;
     const steps = Object.keys(times).map(Number).filter(function (s) { return s > since; }).sort(function (a, b) { return a - b; });

@@ -45,8 +45,6 @@ class ExternalRun(models.Model):
     lifecycle_stage = models.CharField(max_length=10, default=Experiment.ACTIVE)
     params = models.JSONField(default=dict)  # MLflow params: text values, written once each
     tags = models.JSONField(default=dict)  # MLflow tags (mlflow.*, evolab.*, the user's)
-    # who reports, from its metric names (rl.trainer_metrics.detect_trainer) or the evolab.trainer tag
-    trainer = models.CharField(max_length=20, blank=True)
     start_time = models.BigIntegerField(null=True)  # ms, as MLflow keeps them
     end_time = models.BigIntegerField(null=True)
     # The highest step any rollout of the run arrived for: a step below it is complete and is grouped.

@@ -54,11 +54,11 @@ def create_run(caller: Caller, experiment: Experiment, *, name: str | None, user
     with transaction.atomic():
         run = Run.objects.create(
             name=name, method=_method(tags), team_id=experiment.team_id, source=Run.EXTERNAL,
-            mlflow_run_id=uuid.uuid4().hex, prompt_set=None, model=tags.get("evolab.model", "")[:500], max_steps=0,
+            mlflow_run_id=uuid.uuid4().hex, trainer=_trainer(tags, ""), prompt_set=None, model=tags.get("evolab.model", "")[:500], max_steps=0,
             queue="", created_by=caller.user, state=Run.QUEUED, hyperparameters={},
         )
         external = ExternalRun.objects.create(run=run, experiment=experiment, user_id=user_id[:200], tags=tags,
-                                              trainer=_trainer(tags, ""), start_time=int(started.timestamp() * 1000))
+                                              start_time=int(started.timestamp() * 1000))
         lifecycle.report_running(run, started)
     run.refresh_from_db()
     return external
@@ -147,14 +147,13 @@ def _write_params_and_tags(external: ExternalRun, params, tags: dict) -> None:
                               f"value '{value}'.")
             current.params[key] = value
         current.tags.update(tags)
-        current.trainer = _trainer(current.tags, current.trainer)
-        current.save(update_fields=["params", "tags", "trainer"])
+        current.save(update_fields=["params", "tags"])
         run_updates = _run_fields_from(current)
         if run_updates:
             Run.objects.filter(pk=current.pk).update(**run_updates)
             if "name" in run_updates:
                 lifecycle.announce(current.pk)
-    external.params, external.tags, external.trainer = current.params, current.tags, current.trainer
+    external.params, external.tags = current.params, current.tags
 
 
 def _run_fields_from(external: ExternalRun) -> dict:
@@ -167,6 +166,9 @@ def _run_fields_from(external: ExternalRun) -> dict:
     method = _method(external.tags)
     if method != run.method and external.tags.get(METHOD_TAG):
         updates["method"] = method
+    trainer = _trainer(external.tags, run.trainer)
+    if trainer != run.trainer:
+        updates["trainer"] = trainer
     hyperparameters = dict(run.hyperparameters)
     for setting, keys in PARAM_SETTINGS.items():
         value = _first_whole(external.params, keys)
@@ -215,10 +217,10 @@ def _ingest_points(external: ExternalRun, points: list[tuple[str, float, float, 
     by_step = _without_values_already_stored(run, by_step)
     if not by_step:
         return
-    trainer = external.trainer or detect_trainer({key for values in by_step.values() for key in values}) or ""
-    if trainer != external.trainer:
-        ExternalRun.objects.filter(pk=external.pk).update(trainer=trainer)
-        external.trainer = trainer
+    trainer = run.trainer or detect_trainer({key for values in by_step.values() for key in values}) or ""
+    if trainer != run.trainer:
+        Run.objects.filter(pk=run.pk).update(trainer=trainer)
+        run.trainer = trainer
     events = [{"time": times[step], "type": "metrics", "step": step, "values": with_design_names(values, trainer)}
               for step, values in sorted(by_step.items())]
     run._ingest_memory = _MEMORIES.pop(run.pk, None)
@@ -307,7 +309,7 @@ def update_run(caller: Caller, external: ExternalRun, *, status: str | None, end
 
 
 def _end_message(state: str, external: ExternalRun) -> str:
-    by = f" ({external.trainer})" if external.trainer else ""
+    by = f" ({external.run.trainer})" if external.run.trainer else ""
     return {Run.SUCCEEDED: f"its trainer{by} reported it finished", Run.FAILED: f"its trainer{by} reported it failed",
             Run.CANCELLED: f"its trainer{by} reported it killed"}[state]
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import mlflow_views
+from . import mlflow_views, views
 
 # MLFLOW_TRACKING_URI=http://HOST/mlflow: the client appends /api/2.0/mlflow/<endpoint>
 urlpatterns = [
@@ -8,5 +8,8 @@ urlpatterns = [
     path("ajax-api/2.0/mlflow/<path:endpoint>", mlflow_views.mlflow_api),
     path("api/2.0/mlflow-artifacts/<path:path>", mlflow_views.not_stored),
     path("api/3.0/<path:path>", mlflow_views.not_stored),
+    # the links the MLflow client prints ("View run ... at: HOST/mlflow/#/experiments/1/runs/<id>")
+    path("", views.mlflow_link, name="mlflow_link"),
+    path("runs/<str:mlflow_run_id>/", views.run_by_mlflow_id, name="run_by_mlflow_id"),
     path("<path:path>", mlflow_views.unknown),
 ]

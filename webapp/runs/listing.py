@@ -25,7 +25,7 @@ HEALTH_COLUMNS = (
     ("majority_ratio", "Majority", 2),
 )
 ALL_TEAMS = "all"
-FILTER_NAMES = ("team", "method", "state", "prompt_set", "created_by", "tag")
+FILTER_NAMES = ("team", "method", "state", "source", "prompt_set", "created_by", "tag")
 
 
 @dataclass
@@ -56,6 +56,8 @@ def run_listing(request) -> RunListing:
     runs = Run.objects.visible_to(user).filter(team__in=[t.pk for t in teams])
     if filters["method"]:
         runs = runs.filter(method=filters["method"])
+    if filters["source"]:  # trained by Evolab's workers or elsewhere (DESIGN §4.8)
+        runs = runs.filter(source=filters["source"])
     if filters["state"]:
         runs = runs.filter(state=filters["state"])
     if filters["prompt_set"]:
@@ -134,6 +136,7 @@ def _options(user, my_teams, teams) -> dict:
         "teams": my_teams,
         "methods": [(m.name, m.title) for m in METHODS.values()],
         "states": [s for s, _ in Run.STATES],
+        "sources": [(Run.EVOLAB, "by Evolab"), (Run.EXTERNAL, "elsewhere")],
         "prompt_sets": PromptSet.objects.visible_to(user).filter(team__in=[t.pk for t in teams]).select_related("team"),
         "creators": creators,
         "tags": sorted(tags),

@@ -44,6 +44,9 @@ class Run(models.Model):
     source = models.CharField(max_length=10, choices=SOURCES, default=EVOLAB, db_default=EVOLAB)
     # an external run's MLflow run id (32 hex digits), shown on its page
     mlflow_run_id = models.CharField(max_length=32, unique=True, null=True, blank=True)
+    # what trains an external run (verl, trl, openrlhf): its evolab.trainer tag, else told by its metric names
+    # (rl.trainer_metrics.detect_trainer); "" while unknown
+    trainer = models.CharField(max_length=20, blank=True)
     # an external run's prompts are gathered into a set of their own as its rollouts arrive (webapp/external)
     prompt_set = models.ForeignKey("prompts.PromptSet", null=True, blank=True, on_delete=models.PROTECT,
                                    related_name="runs")
@@ -180,6 +183,7 @@ class Run(models.Model):
             "gpus": self.gpus,
             "source": self.source,
             "mlflow_run_id": self.mlflow_run_id,
+            "trainer": self.trainer,
             "state": self.state,
             "message": self.message,
             "exit_code": self.exit_code,
