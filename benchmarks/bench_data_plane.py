@@ -185,7 +185,7 @@ def ingest_one_step_per_call(run, log: Log, first_step: int, steps: int) -> floa
 def ingest_whole_log(run, log: Log, first_step: int, steps: int, tmp: Path) -> float:
     """As a restarted supervisor does: EventTail's bounded batches of the log file, one transaction each."""
     from webapp.runs.ingestion import ingest_events
-from workers.event_tail import EventTail
+    from workers.event_tail import EventTail
 
     path = tmp / f"log-{run.pk}-{first_step}.jsonl"
     write_log(path, (log.metrics(s) for s in range(first_step, first_step + steps)))

@@ -103,8 +103,8 @@ class Stack:
         """Alert notifications (webhooks with retries, email), the periodic stalled-run and lease
         checks, the parsing of large prompt uploads and the grouping and heatmaps of runs trained elsewhere
         get their own worker, so they go on while the training worker is busy with a run."""
-        return self.start_worker(f"{prefix}alerts,{prefix}uploads,{prefix}external", concurrency=4, beat=True,
-                                 loglevel=loglevel)
+        queues = ",".join(prefix + q for q in ("alerts", "uploads", "external", "embeddings"))
+        return self.start_worker(queues, concurrency=4, beat=True, loglevel=loglevel)
 
     def alive(self) -> list[str]:
         return [name for name, p in self.children if p.poll() is None]

@@ -26,6 +26,7 @@ RESEND_PROMPT_UPLOADS = "workers.tasks.resend_prompt_uploads"
 GROUP_EXTERNAL_ROLLOUTS = "workers.tasks.group_external_rollouts"
 EMBED_EXTERNAL_GROUPS = "workers.tasks.embed_external_groups"
 RESEND_EXTERNAL_ROLLOUTS = "workers.tasks.resend_external_rollouts"
+INDEX_ROLLOUT_TEXT = "workers.tasks.index_rollout_text"
 
 log = logging.getLogger(__name__)
 

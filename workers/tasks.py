@@ -6,9 +6,10 @@ from webapp.alerts import delivery, engine
 from webapp.prompts import uploads
 from webapp.runs import lifecycle
 from webapp.external import grouping, similarity
+from webapp.runs import text_search
 from webapp.tasks import (CHECK_STALLED, DELIVER_WEBHOOK, EMBED_EXTERNAL_GROUPS, GROUP_EXTERNAL_ROLLOUTS,
-                          PARSE_PROMPT_UPLOAD, REAP_RUNS, RESEND_EXTERNAL_ROLLOUTS, RESEND_PROMPT_UPLOADS,
-                          SEND_ALERT_EMAIL, TRAIN_RUN)
+                          INDEX_ROLLOUT_TEXT, PARSE_PROMPT_UPLOAD, REAP_RUNS, RESEND_EXTERNAL_ROLLOUTS,
+                          RESEND_PROMPT_UPLOADS, SEND_ALERT_EMAIL, TRAIN_RUN)
 
 from .supervisor import supervise
 
@@ -76,3 +77,10 @@ def embed_external_groups(run_id: int):
 def resend_external_rollouts():
     """Periodic (celery beat): runs whose reported rollouts wait with no grouping task coming are sent again."""
     return grouping.resend_stale()
+
+
+@shared_task(name=INDEX_ROLLOUT_TEXT)
+def index_rollout_text(run_id: int):
+    """The search's word index of a run's rollouts stored since it last ran (webapp/runs/text_search.py); two at
+    once are ordered by the run's index mark, the second finds nothing new."""
+    return text_search.catch_up_fully(run_id)

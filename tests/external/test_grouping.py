@@ -117,7 +117,22 @@ def test_grouping_again_groups_nothing_twice(run):
 
 def test_rollouts_nobody_is_grouping_are_sent_to_a_worker_again(run, no_enqueue):
     report(run, step_of(1, ["4"]))
-    ExternalRun.objects.filter(run=run).update(grouping_requested_at=timezone.now() - timedelta(minutes=5))
     no_enqueue.clear()
+    assert resend_stale() == []  # just reported: its task is on its way
+    PendingRollout.objects.filter(run=run).update(received_at=timezone.now() - timedelta(minutes=5))
     assert resend_stale() == [run.pk]
     assert no_enqueue == [("workers.tasks.group_external_rollouts", [run.pk], None)]
+
+
+def test_a_step_the_reporter_says_is_complete_is_grouped_at_once(run, api_client):
+    import json
+
+    body = "".join(json.dumps(r) + "\n" for r in step_of(1, ["4", "4"]))
+    api_client.post(f"/api/runs/{run.pk}/rollouts", body, content_type="application/x-ndjson")
+    assert group_ready_steps(run.pk)["steps"] == []  # the last step may still be filling
+    # nothing more to send, only the word that step 1 is whole: an empty body is enough
+    response = api_client.post(f"/api/runs/{run.pk}/rollouts?complete_through=1", "", content_type="application/x-ndjson")
+    assert response.json() == {"run": run.pk, "received": 0, "stored": 0, "duplicates": 0}
+    assert group_ready_steps(run.pk)["steps"] == [1]
+    bad = api_client.post(f"/api/runs/{run.pk}/rollouts?complete_through=soon", "", content_type="application/x-ndjson")
+    assert bad.status_code == 400 and bad.json()["field"] == "complete_through"

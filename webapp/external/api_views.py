@@ -4,6 +4,7 @@ from django.http import JsonResponse
 from webapp.accounts.access import require_role
 from webapp.accounts.models import Membership
 from webapp.api import api_view, error
+from webapp.numbers import whole_number
 from webapp.runs.models import Run
 
 from .rollouts import RolloutLineError, parse_lines, receive
@@ -18,11 +19,17 @@ def post_rollouts(request, pk):
     require_role(request.user, run.team_id, Membership.MEMBER)
     if not run.is_external:
         return error(f"run {run.pk} is trained by Evolab: its rollouts come from its own trainer", 409, field="run")
+    complete_through = None
+    if request.GET.get("complete_through", "") != "":
+        complete_through = whole_number(request.GET["complete_through"])
+        if complete_through is None:
+            return error(f"complete_through must be a step (a whole number), not {request.GET['complete_through']!r}",
+                         field="complete_through")
     try:
-        rollouts = parse_lines(request.body)
+        rollouts = parse_lines(request.body, allow_none=complete_through is not None)
     except RolloutLineError as exc:
         body = {"error": str(exc), "line": exc.line}
         if exc.field:
             body["field"] = exc.field
         return JsonResponse(body, status=400)
-    return JsonResponse(receive(run, rollouts))
+    return JsonResponse(receive(run, rollouts, complete_through))

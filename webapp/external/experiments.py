@@ -2,8 +2,6 @@
 team names it as MLflow does; a user in several teams names it `TEAM/NAME`. MLflow's experiment "0" (where
 a client puts a run when no experiment is set) is the user's team's `Default`, made when first used.
 Another team's experiment answers exactly like a missing one (DESIGN §4.4)."""
-from dataclasses import dataclass
-
 from django.db import IntegrityError, transaction
 
 from webapp.accounts.access import teams_of
@@ -15,16 +13,21 @@ from .models import Experiment
 DEFAULT_EXPERIMENT_ID = "0"
 
 
-@dataclass
 class Caller:
-    """The user behind a request and their teams (read once per request)."""
+    """The user behind a request and their teams (read once per request, when first needed)."""
 
-    user: object
-    teams: list
+    def __init__(self, user, teams: list | None = None):
+        self.user, self._teams = user, teams
 
     @classmethod
     def of(cls, user) -> "Caller":
-        return cls(user=user, teams=list(teams_of(user)))
+        return cls(user)
+
+    @property
+    def teams(self) -> list:
+        if self._teams is None:
+            self._teams = list(teams_of(self.user))
+        return self._teams
 
     @property
     def team_ids(self) -> list[int]:

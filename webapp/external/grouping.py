@@ -1,7 +1,8 @@
 """The worker step that turns a run trained elsewhere's reported rollouts into groups (DESIGN §4.8).
 
 A step's rollouts are grouped once the step is complete: rollouts of a later step have arrived (trainers
-report steps in order), none arrived for EXTERNAL_GROUP_QUIET_SECONDS, or the run has ended. Each prompt's
+report steps in order), the reporter said so (`complete_through`), none arrived for
+EXTERNAL_GROUP_QUIET_SECONDS, or the run has ended. Each prompt's
 rollouts become one `group` event, answers read with the run's answer rule (rl/answer_rules.py), the
 majority voted as every method votes it (rl.answers); the step gets a `metrics` event with its majority
 ratio, distinct answers and, where the rollouts carry held-out labels, the label accuracy (monitoring only,
@@ -10,75 +11,82 @@ the transaction that deletes the waiting rows: a step is grouped exactly once, a
 or two at once, finds nothing left to do. Rollouts arriving for a step grouped already (a client that
 resent after a gap) join their groups, which are logged again, the earlier ones kept and marked superseded.
 The similarity heatmaps follow on their own (similarity.py): embeddings are the slow part."""
-import logging
 import time
+from collections import namedtuple
 from datetime import timedelta
 
 import numpy as np
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Exists, Max, OuterRef
 from django.utils import timezone
 
 from rl.answer_rules import answer_rule
 from rl.answers import answers_equal, majority_vote
 from rl.metrics import LabelMonitor, unique_answers
 from webapp.prompts.models import Prompt, PromptSet
-from webapp.runs import bulk, ingestion, text_search
+from webapp.runs import bulk, ingestion
 from webapp.runs.models import Group, MetricPoint, MetricSeries, Rollout, Run
-from webapp.tasks import EMBED_EXTERNAL_GROUPS, GROUP_EXTERNAL_ROLLOUTS, send, send_on_commit
+from webapp.tasks import EMBED_EXTERNAL_GROUPS, GROUP_EXTERNAL_ROLLOUTS, INDEX_ROLLOUT_TEXT, send, send_on_commit
 
 from .models import ExternalRun, PendingRollout
-from .rollouts import external_queue
-
-log = logging.getLogger(__name__)
+from .queues import embeddings_queue, external_queue
 
 def group_ready_steps(run_id: int, now=None) -> dict:
     """Group every complete step of the run, one transaction a step; ask again later for steps still
-    filling. Returns {"steps": [grouped steps], "rollouts": n, "waiting": steps left}."""
+    filling. Returns {"steps": [grouped steps], "rollouts": n, "waiting": steps left}.
+
+    Grouping tasks of one run take turns on the run's row (which ingestion locks anyway); reports are not held
+    up by it (rollouts.receive takes no lock of ours)."""
     grouped, count, waiting = [], 0, []
     while True:
         with transaction.atomic():
-            external = (ExternalRun.objects.select_for_update(of=("self",)).select_related("run", "run__prompt_set")
-                        .filter(pk=run_id).first())
-            if external is None:
+            run = Run.objects.select_for_update(no_key=True).filter(pk=run_id).first()
+            external = ExternalRun.objects.select_related("run", "run__prompt_set").filter(pk=run_id).first()
+            if run is None or external is None:
                 break
             waiting = list(PendingRollout.objects.filter(run_id=run_id).values("step").order_by("step")
                            .annotate(last=Max("received_at")).values_list("step", "last"))
             ready = [step for step, last in waiting if _complete(external, step, last, now or timezone.now())]
-            if not ready:
-                _ask_again_later(external, bool(waiting))
+            if ready:
+                count += _group_step(external, ready[0])
+                grouped.append(ready[0])
+                continue
+            if waiting:  # a step still filling: the task comes back after the quiet time
+                send_on_commit(GROUP_EXTERNAL_ROLLOUTS, [run_id], queue=external_queue(),
+                               countdown=settings.EXTERNAL_GROUP_QUIET_SECONDS)
+                ExternalRun.objects.filter(pk=run_id).update(grouping_requested_at=timezone.now())
                 break
-            count += _group_step(external, ready[0])
-            grouped.append(ready[0])
+            # nothing waits: the next report sends the task again; rollouts a report stores meanwhile keep it
+            # asked for, and are grouped by this loop's next turn
+            done = ExternalRun.objects.filter(pk=run_id).exclude(
+                Exists(PendingRollout.objects.filter(run_id=OuterRef("pk")))).update(grouping_requested_at=None)
+            if done:
+                break
     if grouped:
-        text_search.catch_up_fully(run_id)  # the search finds them by their words without it, only slower
-        send(EMBED_EXTERNAL_GROUPS, [run_id], queue=external_queue())
+        # the heatmaps follow as a task of their own (another queue), and the search's word index once no step
+        # waits to be grouped: a backlog is grouped first (the search finds rollouts by their words without the
+        # index, only slower)
+        send(EMBED_EXTERNAL_GROUPS, [run_id], queue=embeddings_queue())
+        if not waiting:
+            send(INDEX_ROLLOUT_TEXT, [run_id], queue=external_queue())
     return {"steps": grouped, "rollouts": count, "waiting": len(waiting)}
 
 
 def _complete(external: ExternalRun, step: int, last_received, now) -> bool:
     if external.max_rollout_step is not None and step < external.max_rollout_step:
         return True
+    if external.complete_through is not None and step <= external.complete_through:
+        return True
     if external.run.is_terminal:
         return True
     return last_received <= now - timedelta(seconds=settings.EXTERNAL_GROUP_QUIET_SECONDS)
 
 
-def _ask_again_later(external: ExternalRun, still_waiting: bool) -> None:
-    """Rollouts still waiting for their step to complete: the task comes back after the quiet time. None left:
-    the next report sends it again (rollouts.receive)."""
-    if still_waiting:
-        send_on_commit(GROUP_EXTERNAL_ROLLOUTS, [external.pk], queue=external_queue(),
-                       countdown=settings.EXTERNAL_GROUP_QUIET_SECONDS)
-        ExternalRun.objects.filter(pk=external.pk).update(grouping_requested_at=timezone.now())
-    else:
-        ExternalRun.objects.filter(pk=external.pk).update(grouping_requested_at=None)
-
-
 def _group_step(external: ExternalRun, step: int) -> int:
     run = external.run
-    rows = list(PendingRollout.objects.filter(run_id=run.pk, step=step).order_by("prompt_id", "index"))
+    rows = [Pending(*values) for values in PendingRollout.objects.filter(run_id=run.pk, step=step)
+            .order_by("prompt_id", "index").values_list(*Pending._fields)]
     by_prompt: dict[str, list] = {}
     for row in rows:
         by_prompt.setdefault(row.prompt_id, []).append(_rollout_of(row))
@@ -111,7 +119,10 @@ def _group_step(external: ExternalRun, step: int) -> int:
     return len(rows)
 
 
-def _rollout_of(row: PendingRollout) -> dict:
+Pending = namedtuple("Pending", "id prompt_id index prompt completion answer reward rewards advantage label length extras")
+
+
+def _rollout_of(row: Pending) -> dict:
     extra = dict(row.extras or {})
     extra.update(row.rewards or {})  # each reward function's reward, beside the trainer's own extras
     return {"index": row.index, "text": row.completion, "answer": row.answer, "reward": row.reward,
@@ -138,7 +149,7 @@ def _join_earlier(run: Run, step: int, by_prompt: dict) -> None:
         Rollout.objects.filter(group_id__in=ids).update(superseded=True)
 
 
-def _gather_prompts(external: ExternalRun, rows: list[PendingRollout]) -> dict:
+def _gather_prompts(external: ExternalRun, rows: list[Pending]) -> dict:
     """The run's prompts are a prompt set of its own, grown as rollouts arrive (its texts and held-out labels are
     what the rollouts page, the prompt history and the label accuracy read, as for any run). Returns
     {prompt_id: label} of the step's prompts."""
@@ -179,11 +190,11 @@ def step_time(run: Run, step: int, now: float) -> float:
 
 
 def resend_stale(now=None) -> list[int]:
-    """Runs whose rollouts wait while no grouping task is coming (a lost message, a dead worker): sent again.
-    Periodic (celery beat)."""
+    """Runs whose reported rollouts have waited over a minute (a lost message, a dead worker): their grouping task
+    is sent again. Periodic (celery beat); a task sent twice finds nothing to do the second time."""
     now = now or timezone.now()
-    cutoff = now - timedelta(seconds=max(60, 4 * settings.EXTERNAL_GROUP_QUIET_SECONDS))
-    stale = list(ExternalRun.objects.filter(grouping_requested_at__lt=cutoff).values_list("pk", flat=True))
+    cutoff = now - timedelta(seconds=max(60.0, 4 * settings.EXTERNAL_GROUP_QUIET_SECONDS))
+    stale = sorted(set(PendingRollout.objects.filter(received_at__lt=cutoff).values_list("run_id", flat=True)))
     for run_id in stale:
         send(GROUP_EXTERNAL_ROLLOUTS, [run_id], queue=external_queue())
     return stale

@@ -7,9 +7,10 @@ Authentication is the API token alone (`Authorization: Bearer KEY`, as the clien
 KEY`): session cookies are not read here, which is why these views need no CSRF token."""
 import base64
 import binascii
+import json
 import re
 
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from webapp.runs import series
@@ -194,20 +195,27 @@ def delete_tag(caller, fields):
 
 def get_metric_history(caller, fields):
     """Every point of one metric in step order (one per step: a step logged again keeps its later value),
-    a page of max_results at a time when asked."""
-    external = reporting.find(caller, _run_id(fields))
+    a page of max_results at a time when asked. Four fixed statements (the token, the run, the series) and
+    the JSON written as text: a trainer's dashboard reads long histories often."""
+    run_pk = reporting.visible_run_pk(caller, _run_id(fields))
     key = text(fields, "metric_key")
-    found = series.read([external.pk], [key])[external.pk].get(key)
+    found = series.read([run_pk], [key])[run_pk].get(key)
     points = found.lists() if found else {"steps": [], "values": [], "times": []}
     start = _page_start(fields)
     limit = whole(fields, "max_results", default=None, low=1, high=10**9)
-    steps = points["steps"]
+    steps, values, times = points["steps"], points["values"], points["times"]
     first = next((i for i, s in enumerate(steps) if s >= start), len(steps)) if start else 0
     last = len(steps) if limit is None else min(len(steps), first + limit)
-    body = {"metrics": [metric_json(key, points["values"][i], points["times"][i], steps[i]) for i in range(first, last)]}
-    if last < len(steps):
-        body["next_page_token"] = base64.urlsafe_b64encode(str(steps[last]).encode()).decode()
-    return body
+    head = '{"key":' + json.dumps(key) + ',"value":'
+    rows = ",".join(f'{head}{_NAN if values[i] is None else repr(float(values[i]))},"timestamp":'
+                    f'{int(times[i] * 1000) if times[i] is not None else 0},"step":{steps[i]}}}'
+                    for i in range(first, last))
+    more = (',"next_page_token":' + json.dumps(base64.urlsafe_b64encode(str(steps[last]).encode()).decode())
+            if last < len(steps) else "")
+    return HttpResponse('{"metrics":[' + rows + "]" + more + "}", content_type="application/json")
+
+
+_NAN = '"NaN"'  # a missing value (NaN, infinity), as protobuf's JSON writes NaN
 
 
 def _page_start(fields) -> int | None:
@@ -318,7 +326,8 @@ def mlflow_api(request, endpoint: str):
                                                                          f"{endpoint}"}, status=405)
         return error_response("ENDPOINT_NOT_FOUND", f"Evolab's MLflow protocol has no endpoint {endpoint!r}")
     try:
-        return JsonResponse(handler(Caller.of(request.user), request_fields(request)))
+        answer = handler(Caller.of(request.user), request_fields(request))
+        return answer if isinstance(answer, HttpResponse) else JsonResponse(answer)
     except MlflowError as exc:
         return exc.response()
 

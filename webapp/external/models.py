@@ -49,7 +49,11 @@ class ExternalRun(models.Model):
     end_time = models.BigIntegerField(null=True)
     # The highest step any rollout of the run arrived for: a step below it is complete and is grouped.
     max_rollout_step = models.IntegerField(null=True)
-    # Set while rollouts wait for a worker to group them (the task was sent); cleared when none is left.
+    # Every rollout of the steps up to this one has been sent, the reporter says (?complete_through=): those
+    # steps are grouped at once, without waiting for a later step or a quiet time.
+    complete_through = models.IntegerField(null=True)
+    # Set while rollouts wait for a worker to group them (the task was sent); cleared when none is left, so the
+    # next report sends the task again (rollouts waiting over a minute are sent again anyway: grouping.resend_stale).
     grouping_requested_at = models.DateTimeField(null=True)
     # A worker computing the run's similarity heatmaps holds this lease; a dead one's lease runs out.
     embedding_lease_until = models.DateTimeField(null=True)

@@ -14,7 +14,8 @@ from django.utils import timezone
 from rl.answer_rules import answer_rule
 from rl.methods import METHODS
 from rl.trainer_metrics import TRAINERS, detect_trainer, with_design_names
-from webapp.runs import ingestion, lifecycle, series
+from webapp.accounts.models import Membership
+from webapp.runs import bulk, ingestion, lifecycle, series
 from webapp.runs.models import Run
 
 from .experiments import Caller
@@ -37,6 +38,18 @@ def find(caller: Caller, mlflow_run_id, deleted_too: bool = True) -> ExternalRun
     if found is None or (not deleted_too and found.lifecycle_stage == Experiment.DELETED):
         raise missing(f"Run with id={run_id} not found")
     return found
+
+
+def visible_run_pk(caller: Caller, mlflow_run_id) -> int:
+    """The id of the external run of that MLflow id in the caller's teams, in one fixed statement (the history
+    read answers in a few milliseconds); RESOURCE_DOES_NOT_EXIST as find() says it."""
+    run_id = str(mlflow_run_id or "").strip()
+    rows = bulk.fetch(f"SELECT r.id FROM {Run._meta.db_table} r WHERE r.mlflow_run_id = %s AND r.team_id IN "
+                      f"(SELECT m.team_id FROM {Membership._meta.db_table} m WHERE m.user_id = %s)",
+                      [run_id, caller.user.pk]) if run_id else []
+    if not rows:
+        raise missing(f"Run with id={run_id} not found")
+    return rows[0][0]
 
 
 def create_run(caller: Caller, experiment: Experiment, *, name: str | None, user_id: str, start_time: int | None,

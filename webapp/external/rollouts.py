@@ -14,8 +14,8 @@ import math
 import re
 from dataclasses import dataclass
 
-from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from webapp.runs import bulk
@@ -23,6 +23,7 @@ from webapp.runs.models import Group, Rollout, Run
 from webapp.tasks import GROUP_EXTERNAL_ROLLOUTS, send_on_commit
 
 from .models import ExternalRun, PendingRollout
+from .queues import external_queue
 
 MAX_LINES = 20_000
 MAX_TEXT_CHARS = 400_000  # a prompt or a completion: 100k tokens and more
@@ -54,10 +55,10 @@ class ReportedRollout:
     advantage: float | None
     label: str | None
     length: int | None
-    extras: dict
+    extras_json: str  # the extras as JSON text, as they are stored
 
 
-def parse_lines(body: bytes) -> list[ReportedRollout]:
+def parse_lines(body: bytes, allow_none: bool = False) -> list[ReportedRollout]:
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -69,19 +70,31 @@ def parse_lines(body: bytes) -> list[ReportedRollout]:
         if len(rollouts) >= MAX_LINES:
             raise RolloutLineError(number, None, f"at most {MAX_LINES:,} rollouts a request; send the rest in another")
         rollouts.append(_rollout(number, line))
-    if not rollouts:
+    if not rollouts and not allow_none:
         raise RolloutLineError(1, None, "no rollouts: send one JSON object per line")
     _number_unindexed(rollouts)
     return rollouts
 
 
+class _NotJsonNumber(ValueError):
+    pass
+
+
+def _refuse_constant(name: str):
+    raise _NotJsonNumber(name)
+
+
+# one decoder for every line: NaN and Infinity, which Python's json would take, are refused
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+
+
 def _rollout(number: int, line: str) -> ReportedRollout:
     try:
-        data = json.loads(line, parse_constant=lambda name: _bad_constant(number, name))
+        data = _DECODER.decode(line)
+    except _NotJsonNumber as exc:
+        raise RolloutLineError(number, None, f"{exc} is not a JSON number; send null for a missing value") from None
     except RecursionError:
         raise RolloutLineError(number, None, "the line nests too deeply") from None
-    except RolloutLineError:
-        raise
     except ValueError as exc:
         raise RolloutLineError(number, None, f"not a JSON object ({exc})") from None
     if not isinstance(data, dict):
@@ -142,7 +155,8 @@ def _rollout(number: int, line: str) -> ReportedRollout:
     extras = data.get("extras") or {}
     if not isinstance(extras, dict):
         raise RolloutLineError(number, "extras", "'extras' must be an object")
-    if len(bulk.json_text(extras)) > MAX_EXTRAS_BYTES:
+    extras_json = bulk.json_text(_clean_json(extras)) if extras else "{}"
+    if len(extras_json) > MAX_EXTRAS_BYTES:
         raise RolloutLineError(number, "extras", f"'extras' is over {MAX_EXTRAS_BYTES // 1024} KB of JSON")
     reward = real("reward")
     given = {name: float(value) for name, value in rewards.items() if value is not None}
@@ -152,11 +166,7 @@ def _rollout(number: int, line: str) -> ReportedRollout:
         step=step, prompt_id=prompt_id or prompt_key(prompt), index=whole("index", 0, MAX_INDEX),
         prompt=prompt or "", completion=words("completion", required=True), answer=words("answer"),
         reward=reward, rewards={clean_text(k): v for k, v in given.items()}, advantage=real("advantage"),
-        label=words("label"), length=whole("length", 0, MAX_STEP), extras=_clean_json(extras))
-
-
-def _bad_constant(number: int, name: str):
-    raise RolloutLineError(number, None, f"{name} is not a JSON number; send null for a missing value")
+        label=words("label"), length=whole("length", 0, MAX_STEP), extras_json=extras_json)
 
 
 def prompt_key(prompt: str) -> str:
@@ -167,8 +177,13 @@ def prompt_key(prompt: str) -> str:
 def clean_text(text: str) -> str:
     """Model output is any text, and PostgreSQL's text columns refuse NUL and unpaired surrogates: each
     becomes U+FFFD, the replacement character (as ingestion does with a trainer's events)."""
-    text = text.replace("\x00", "\ufffd")
-    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
+    try:
+        text.encode("utf-8")  # fails only on an unpaired surrogate (checked in C: texts are kilobytes)
+    except UnicodeEncodeError:
+        text = _SURROGATE.sub("\ufffd", text)
+    return text
 
 
 def _clean_json(value):
@@ -192,30 +207,39 @@ def _number_unindexed(rollouts: list[ReportedRollout]) -> None:
 
 # --- storing -----------------------------------------------------------------------------------------
 
-def receive(run: Run, rollouts: list[ReportedRollout]) -> dict:
+def receive(run: Run, rollouts: list[ReportedRollout], complete_through: int | None = None) -> dict:
     """Keep the rollouts not stored yet (neither waiting nor grouped) and ask a worker to group them.
-    Under the run's ExternalRun row lock, so a retry racing the worker that groups its step stores nothing twice."""
+    `complete_through`: the reporter has sent every rollout of the steps up to it (they are grouped at once).
+
+    No lock is shared with the worker grouping the run, so reports and grouping go on side by side: which keys
+    are stored is read in one statement (one snapshot: a rollout being grouped is seen either waiting or
+    grouped), and the unique key of waiting rollouts settles two requests storing the same ones at once."""
     now = timezone.now()
+    unique = {}
+    for r in rollouts:
+        unique.setdefault((r.step, r.prompt_id, r.index), r)
     with transaction.atomic():
-        external = ExternalRun.objects.select_for_update().get(pk=run.pk)
-        unique = {}
-        for r in rollouts:
-            unique.setdefault((r.step, r.prompt_id, r.index), r)
-        stored = _stored_keys(run.pk, {step for step, _, _ in unique})
+        stored = _stored_keys(run.pk, {step for step, _, _ in unique}) if unique else set()
         fresh = [r for key, r in unique.items() if key not in stored]
-        bulk.copy_rows(PendingRollout._meta.db_table, PENDING_COLUMNS, (
-            (run.pk, r.step, r.prompt_id, r.index, r.prompt, r.completion, r.answer, r.reward, bulk.json_text(r.rewards),
-             r.advantage, r.label, r.length, bulk.json_text(r.extras), now) for r in fresh))
-        top = max(step for step, _, _ in unique)
-        updates = {}
-        if external.max_rollout_step is None or top > external.max_rollout_step:
-            updates["max_rollout_step"] = top
-        if fresh and external.grouping_requested_at is None:
-            updates["grouping_requested_at"] = now
+        rows = [(run.pk, r.step, r.prompt_id, r.index, r.prompt, r.completion, r.answer, r.reward,
+                 bulk.json_text(r.rewards) if r.rewards else "{}", r.advantage, r.label, r.length, r.extras_json, now)
+                for r in fresh]
+        try:
+            with transaction.atomic():
+                bulk.copy_rows(PendingRollout._meta.db_table, PENDING_COLUMNS, rows)
+            added = len(rows)
+        except IntegrityError:  # a request still storing the same rollouts (a client that timed out and sent again)
+            added = bulk.insert_new(PendingRollout._meta.db_table, PENDING_COLUMNS, rows)
+        externals = ExternalRun.objects.filter(pk=run.pk)
+        top = max((step for step, _, _ in unique), default=None)
+        if top is not None:
+            externals.filter(Q(max_rollout_step__isnull=True) | Q(max_rollout_step__lt=top)).update(max_rollout_step=top)
+        said = complete_through is not None and bool(externals.filter(
+            Q(complete_through__isnull=True) | Q(complete_through__lt=complete_through)).update(
+            complete_through=complete_through))
+        if (added or said) and externals.filter(grouping_requested_at__isnull=True).update(grouping_requested_at=now):
             send_on_commit(GROUP_EXTERNAL_ROLLOUTS, [run.pk], queue=external_queue())
-        if updates:
-            ExternalRun.objects.filter(pk=run.pk).update(**updates)
-    return {"run": run.pk, "received": len(rollouts), "stored": len(fresh), "duplicates": len(rollouts) - len(fresh)}
+    return {"run": run.pk, "received": len(rollouts), "stored": added, "duplicates": len(rollouts) - added}
 
 
 PENDING_COLUMNS = ["run_id", "step", "prompt_id", "index", "prompt", "completion", "answer", "reward", "rewards",
@@ -223,18 +247,14 @@ PENDING_COLUMNS = ["run_id", "step", "prompt_id", "index", "prompt", "completion
 
 
 def _stored_keys(run_id: int, steps: set) -> set:
-    """(step, prompt_id, index) of the run's rollouts at these steps, waiting or grouped already."""
+    """(step, prompt_id, index) of the run's rollouts at these steps, waiting or grouped already: one statement,
+    so a step a worker is grouping meanwhile is seen whole on one side or the other."""
     steps = sorted(steps)
     marks = bulk.placeholders(steps)
-    waiting = bulk.fetch(f"SELECT step, prompt_id, {bulk.quoted('index')} FROM {PendingRollout._meta.db_table} "
-                         f"WHERE run_id = %s AND step IN ({marks})", [run_id, *steps])
-    grouped = bulk.fetch(
+    rows = bulk.fetch(
+        f"SELECT step, prompt_id, {bulk.quoted('index')} FROM {PendingRollout._meta.db_table} "
+        f"WHERE run_id = %s AND step IN ({marks}) UNION ALL "
         f"SELECT g.step, g.prompt_id, r.{bulk.quoted('index')} FROM {Rollout._meta.db_table} r JOIN "
         f"{Group._meta.db_table} g ON g.id = r.group_id WHERE g.run_id = %s AND g.step IN ({marks}) "
-        f"AND NOT g.superseded", [run_id, *steps])
-    return {tuple(row) for row in waiting} | {tuple(row) for row in grouped}
-
-
-def external_queue() -> str:
-    """The queue of the work a run trained elsewhere asks of the workers (grouping, heatmaps)."""
-    return settings.QUEUE_PREFIX + "external"
+        f"AND NOT g.superseded", [run_id, *steps, run_id, *steps])
+    return {tuple(row) for row in rows}

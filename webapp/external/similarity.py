@@ -22,7 +22,7 @@ from webapp.tasks import EMBED_EXTERNAL_GROUPS, send
 
 from .grouping import step_time
 from .models import ExternalRun
-from .rollouts import external_queue
+from .queues import embeddings_queue
 
 LEASE_SECONDS = 120
 # Texts embedded in one go: a few steps' worth of groups; the lease is renewed between batches.
@@ -55,7 +55,7 @@ def embed_groups(run_id: int, budget_seconds: float = 60.0) -> int:
                 return done
             done += _embed(run, groups)
             _take_lease(run_id, renew=True)
-        send(EMBED_EXTERNAL_GROUPS, [run_id], queue=external_queue())
+        send(EMBED_EXTERNAL_GROUPS, [run_id], queue=embeddings_queue())
         return done
     finally:
         ExternalRun.objects.filter(pk=run_id).update(embedding_lease_until=None)

@@ -28,6 +28,18 @@ def copy_rows(table: str, columns: list[str], rows) -> None:
             cursor.executemany(f"INSERT INTO {table} ({names}) VALUES ({', '.join(['%s'] * len(columns))})", rows)
 
 
+def insert_new(table: str, columns: list[str], rows) -> int:
+    """Insert rows, skipping those whose unique key is stored already (ON CONFLICT DO NOTHING, on PostgreSQL
+    and SQLite alike); how many were new. Slower than copy_rows: for when another writer may race."""
+    added = 0
+    names = ", ".join(quoted(c) for c in columns)
+    with connection.cursor() as cursor:
+        for row in rows:
+            cursor.execute(f"INSERT INTO {table} ({names}) VALUES ({placeholders(columns)}) ON CONFLICT DO NOTHING", row)
+            added += cursor.rowcount
+    return added
+
+
 def upsert_points(table: str, rows) -> None:
     """(series_id, step, value) rows where a step may be stored already (a step logged again): the later
     value replaces the stored one. The same statement on PostgreSQL and SQLite."""

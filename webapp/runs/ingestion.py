@@ -120,8 +120,10 @@ def _ingest(run: Run, events: list[dict], append: bool) -> int:
         return 0
     with transaction.atomic():
         _commit_without_waiting_for_the_disk()
-        # the row lock orders concurrent ingestion of one run (a supervisor and a resumed one)
-        lock = " FOR UPDATE" if connection.features.has_select_for_update else ""  # SQLite locks the file
+        # the row lock orders concurrent ingestion of one run (a supervisor and a resumed one, or a run trained
+        # elsewhere reporting metrics while a worker groups its rollouts). NO KEY UPDATE: rows that merely point
+        # at the run (a report's waiting rollouts) are still inserted meanwhile, their key check not blocked by it
+        lock = " FOR NO KEY UPDATE" if connection.features.has_select_for_update else ""  # SQLite locks the file
         ((stored_seq, stored_step, run.series_closed_until),) = bulk.fetch(
             f"SELECT last_seq, last_step, series_closed_until FROM {RUN_TABLE} WHERE id = %s{lock}", [run.pk])
         run.last_seq, run.last_step = max(run.last_seq, stored_seq), stored_step

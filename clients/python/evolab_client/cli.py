@@ -69,7 +69,7 @@ def _sync_verl(client: Evolab, args) -> int:
                     poll_seconds=args.poll, log=lambda m: print(m, flush=True))
     print(f"evolab: sending {args.directory} to run {run.id} ({run.name}); position kept in {sync.state_path}", flush=True)
     if args.once:
-        sync.sync_once()
+        sync.sync_once(final=True)
     else:
         sync.follow()
     print(f"evolab: {sync.sent} rollouts sent", flush=True)

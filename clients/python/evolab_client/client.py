@@ -185,11 +185,15 @@ class Evolab:
 
     # --- rollouts --------------------------------------------------------------------------------
 
-    def post_rollouts(self, run_id: int, rollouts: list[dict]) -> dict:
+    def post_rollouts(self, run_id: int, rollouts: list[dict], complete_through: int | None = None) -> dict:
         """Rollouts as JSON lines ({step, prompt, completion, index?, reward?, rewards?, advantage?, answer?,
-        label?, extras?}); the same batch sent twice is stored once. Returns {received, stored, duplicates}."""
+        label?, length?, extras?}); the same batch sent twice is stored once. `complete_through`: every rollout of
+        the steps up to it has now been sent (Evolab groups them at once). Returns {received, stored, duplicates}."""
         body = "".join(json.dumps(r, ensure_ascii=False, allow_nan=False, default=str) + "\n" for r in rollouts)
-        return self.call("POST", f"/api/runs/{int(run_id)}/rollouts", body.encode(), content_type="application/x-ndjson")
+        path = f"/api/runs/{int(run_id)}/rollouts"
+        if complete_through is not None:
+            path += f"?complete_through={int(complete_through)}"
+        return self.call("POST", path, body.encode(), content_type="application/x-ndjson")
 
 
 def _run_ref(run: dict) -> RunRef:

@@ -133,8 +133,10 @@ class EvolabCallback(TrainerCallback):
             if tokenizer is not None and hasattr(tokenizer, "__call__"):
                 line["length"] = len(tokenizer(line["completion"], add_special_tokens=False)["input_ids"])
             lines.append(line)
-        for start in range(0, len(lines), 1000):
-            self.client.post_rollouts(self.run.id, lines[start:start + 1000])
+        for start in range(0, len(lines), 1000):  # the last request says the step is whole
+            whole = start + 1000 >= len(lines)
+            self.client.post_rollouts(self.run.id, lines[start:start + 1000],
+                                      complete_through=state.global_step if whole else None)
         self._last_batch = advantages  # held, so no new batch's values can reuse their ids
 
 

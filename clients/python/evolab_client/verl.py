@@ -86,11 +86,14 @@ class VerlSync:
             json.dump(self.state, out)
         os.replace(temporary, self.state_path)
 
-    def sync_once(self) -> int:
-        """Send every whole line not sent yet, file by file in step order; how many were sent."""
+    def sync_once(self, final: bool = False) -> int:
+        """Send every whole line not sent yet, file by file in step order; how many were sent. A file is complete
+        once a later step's file exists (verl dumps steps in order, each file whole), or, with `final`, now: its
+        last batch tells Evolab so (complete_through), which groups the step at once."""
         sent = 0
-        for step, path in step_files(self.directory):
-            sent += self._sync_file(step, path)
+        files = step_files(self.directory)
+        for n, (step, path) in enumerate(files):
+            sent += self._sync_file(step, path, complete=final or n < len(files) - 1)
         return sent
 
     def follow(self, stop=lambda: False) -> None:
@@ -99,15 +102,17 @@ class VerlSync:
             if self.sync_once() == 0:
                 time.sleep(self.poll_seconds)
 
-    def _sync_file(self, step: int, path: Path) -> int:
+    def _sync_file(self, step: int, path: Path, complete: bool) -> int:
         record = self.state["files"].setdefault(path.name, {"offset": 0})
         try:
             size = path.stat().st_size
         except FileNotFoundError:
             return 0
         if size < record["offset"]:  # written anew (a resumed verl dumps its step again): read it from the start
-            record["offset"] = 0
+            record["offset"], record["complete"] = 0, False
         if size == record["offset"]:
+            if complete and not record.get("complete"):  # all of it was sent before the next file appeared
+                self._send([], record, record["offset"], complete_through=step)
             return 0
         with open(path, "rb") as handle:
             counts = self._counts_before(handle, record["offset"])
@@ -116,26 +121,26 @@ class VerlSync:
         end = data.rfind(b"\n")
         if end < 0:
             return 0  # no whole line yet
-        sent, batch, batch_size, offset = 0, [], 0, record["offset"]
-        position = offset
-        for raw in data[: end + 1].splitlines(keepends=True):
+        whole = end + 1 == len(data)  # nothing after the last newline: the file as verl wrote it
+        lines = [raw for raw in data[: end + 1].splitlines(keepends=True)]
+        sent, batch, batch_size, position = 0, [], 0, record["offset"]
+        for n, raw in enumerate(lines):
             position += len(raw)
-            if not raw.strip():
-                continue
-            try:
-                line = json.loads(raw)
-            except ValueError as exc:
-                raise SystemExit(f"evolab: {path} line at byte {position - len(raw)} is not JSON ({exc})")
-            prompt = str(line.get("input", ""))
-            index = counts.get(prompt, 0)
-            counts[prompt] = index + 1
-            batch.append(rollout_from_verl(line, step, index))
-            batch_size += len(raw)
-            if len(batch) >= self.batch_lines or batch_size >= self.batch_bytes:
-                sent += self._send(batch, record, position)
+            if raw.strip():
+                try:
+                    line = json.loads(raw)
+                except ValueError as exc:
+                    raise SystemExit(f"evolab: {path} line at byte {position - len(raw)} is not JSON ({exc})")
+                prompt = str(line.get("input", ""))
+                index = counts.get(prompt, 0)
+                counts[prompt] = index + 1
+                batch.append(rollout_from_verl(line, step, index))
+                batch_size += len(raw)
+            last = n == len(lines) - 1
+            if batch and (last or len(batch) >= self.batch_lines or batch_size >= self.batch_bytes):
+                done = last and whole and complete
+                sent += self._send(batch, record, position, complete_through=step if done else None)
                 batch, batch_size = [], 0
-        if batch:
-            sent += self._send(batch, record, position)
         return sent
 
     def _counts_before(self, handle, offset: int) -> dict:
@@ -148,11 +153,14 @@ class VerlSync:
                     counts[prompt] = counts.get(prompt, 0) + 1
         return counts
 
-    def _send(self, batch: list[dict], record: dict, offset: int) -> int:
-        answer = self.client.post_rollouts(self.run.id, batch)
+    def _send(self, batch: list[dict], record: dict, offset: int, complete_through: int | None = None) -> int:
+        answer = self.client.post_rollouts(self.run.id, batch, complete_through=complete_through)
         record["offset"] = offset
+        if complete_through is not None:
+            record["complete"] = True
         self._save_state()
         self.sent += len(batch)
-        self.log(f"evolab: step {batch[-1]['step']}: {answer.get('stored', 0)} rollouts stored"
-                 f"{', ' + str(answer['duplicates']) + ' already there' if answer.get('duplicates') else ''}")
+        if batch:
+            self.log(f"evolab: step {batch[-1]['step']}: {answer.get('stored', 0)} rollouts stored"
+                     f"{', ' + str(answer['duplicates']) + ' already there' if answer.get('duplicates') else ''}")
         return len(batch)
