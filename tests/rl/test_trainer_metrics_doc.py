@@ -1,0 +1,15 @@
+"""docs/external-runs.md's table of trainers' metric names is the one the code maps (rl/trainer_metrics.py)."""
+import re
+from pathlib import Path
+
+from rl.trainer_metrics import TRAINER_METRICS
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "external-runs.md"
+
+
+def test_the_documented_table_is_the_mapping():
+    rows = re.findall(r"^\| (verl|trl|openrlhf) \| `([^`]+)` \| `([^`]+)` \|$", DOC.read_text(), re.MULTILINE)
+    documented = {}
+    for trainer, reported, ours in rows:
+        documented.setdefault(trainer, {})[reported] = ours
+    assert documented == TRAINER_METRICS
