@@ -3,7 +3,9 @@
 1. The MLflow client's own workload (benchmarks/mlflow_client_workload.py: log_batch of 30 metrics per step,
    1,000 steps, then get_metric_history) against an MLflow tracking server and against Evolab's MLflow protocol,
    both on the same PostgreSQL, driven by the same pinned client (.venv-bench). Goals: Evolab at least 5× faster
-   logging and 10× faster reading the history.
+   logging and 10× faster reading the history, the read judged as the REST call it is (the client's own turning
+   of 1,000 metrics into protobuf messages, ~8 ms here, is the same whichever server answers; it is reported too),
+   with a 10,000-point history for scale.
 2. verl's rollout dumps (200 steps × 512 rollouts of ~2 KB, 8 prompts × 64 as the papers run) sent by
    `evolab sync verl --once` into a run, until every rollout is grouped and searchable in the explorer (a worker
    on the external queue groups them). Goal: at least 5,000 rollouts/s end to end. The similarity heatmaps follow
@@ -111,7 +113,7 @@ def main() -> int:
         wait_for_port(mlflow_port, procs[0], "mlflow server")
         wait_for_port(web_port, procs[1], "daphne")
 
-        spec = json.dumps({"steps": STEPS, "metrics": METRICS, "repeats": 20})
+        spec = json.dumps({"steps": STEPS, "metrics": METRICS, "repeats": 20, "long_points": size(10_000)})
         results = {}
         for side, uri in (("mlflow", f"http://127.0.0.1:{mlflow_port}"), ("evolab", f"http://127.0.0.1:{web_port}/mlflow")):
             done = subprocess.run([str(MLFLOW_PYTHON), str(ROOT / "benchmarks" / "mlflow_client_workload.py"), uri, spec],
@@ -135,7 +137,9 @@ def main() -> int:
                 (f"history, the REST call ({STEPS:,} points)", f"{ev['history_rest_median_s'] * 1e3:.2f} ms",
                  f"{ml['history_rest_median_s'] * 1e3:.2f} ms", read_ratio, "history"),
                 ("history, client's get_metric_history", f"{ev['history_median_s'] * 1e3:.2f} ms",
-                 f"{ml['history_median_s'] * 1e3:.2f} ms", ml["history_median_s"] / ev["history_median_s"], None)):
+                 f"{ml['history_median_s'] * 1e3:.2f} ms", ml["history_median_s"] / ev["history_median_s"], None),
+                (f"history, the REST call ({size(10_000):,} points)", f"{ev['long_rest_median_s'] * 1e3:.2f} ms",
+                 f"{ml['long_rest_median_s'] * 1e3:.2f} ms", ml["long_rest_median_s"] / ev["long_rest_median_s"], None)):
             met = goal is None or ratio >= GOALS[goal]
             if not met:
                 missed.append(label)

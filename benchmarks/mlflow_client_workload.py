@@ -49,12 +49,26 @@ def main():
                            params={"run_id": run, "metric_key": "actor/entropy"}).json()
         raw.append(time.perf_counter() - started)
         assert len(body["metrics"]) == spec["steps"]
+    # a longer history for scale: `long_points` points of one metric, logged 1,000 a call (MLflow's batch limit)
+    long_run = client.create_run(experiment, run_name="bench-long").info.run_id
+    for start in range(1, spec["long_points"] + 1, 1000):
+        now = int(time.time() * 1000)
+        client.log_batch(long_run, metrics=[Metric("actor/entropy", rng.random(), now, s)
+                                            for s in range(start, min(start + 1000, spec["long_points"] + 1))])
+    long_raw = []
+    for _ in range(spec["repeats"] // 2):
+        started = time.perf_counter()
+        body = session.get(f"{uri}/api/2.0/mlflow/metrics/get-history",
+                           params={"run_id": long_run, "metric_key": "actor/entropy"}).json()
+        long_raw.append(time.perf_counter() - started)
+        assert len(body["metrics"]) == spec["long_points"]
     calls.sort()
     reads.sort()
     raw.sort()
+    long_raw.sort()
     print(json.dumps({"log_total_s": sum(calls), "log_median_s": calls[len(calls) // 2],
                       "log_p95_s": calls[int(len(calls) * 0.95)], "history_median_s": reads[len(reads) // 2],
-                      "history_rest_median_s": raw[len(raw) // 2]}))
+                      "history_rest_median_s": raw[len(raw) // 2], "long_rest_median_s": long_raw[len(long_raw) // 2]}))
 
 
 if __name__ == "__main__":

@@ -35,12 +35,12 @@ def brevity(completions, **kwargs):
 
 args = GRPOConfig(output_dir=out, max_steps=2, per_device_train_batch_size=8, num_generations=4,
                   max_completion_length=24, logging_steps=1, use_cpu=True, save_strategy="no", disable_tqdm=True,
-                  report_to=["mlflow"] if mode == "mlflow" else [], run_name="trl-" + mode, seed=0)
+                  report_to=["mlflow"] if mode in ("mlflow", "both") else [], run_name="trl-" + mode, seed=0)
 trainer = GRPOTrainer(model="rl/assets/default_policy", reward_funcs=[boxed_answer, brevity], args=args,
                       train_dataset=Dataset.from_list(rows))
-if mode == "callback":
+if mode in ("callback", "both"):  # "both": the README's recipe, report_to="mlflow" and the callback
     from evolab_client.trl import EvolabCallback
-    trainer.add_callback(EvolabCallback(name="trl-callback", experiment="trl-tests"))
+    trainer.add_callback(EvolabCallback(name="trl-" + mode, experiment="trl-tests"))
 trainer.train()
 print("TRAINED", flush=True)
 """
@@ -74,10 +74,13 @@ def test_report_to_mlflow_logs_trls_metrics_under_evolabs_names(live_stack, repo
     assert run["hyperparameters"]["max_completion_length"] == 24 and run["hyperparameters"]["n_votes"] == 4
 
 
-def test_the_evolab_callback_sends_metrics_and_every_completion_with_its_rewards(live_stack, reporter, tmp_path):
+@pytest.mark.parametrize("mode", ["callback", "both"])
+def test_the_evolab_callback_sends_metrics_and_every_completion_with_its_rewards(live_stack, reporter, tmp_path, mode):
     token, api = reporter
-    train(live_stack, token, "callback", tmp_path)
-    run = next(r for r in api.get("/runs")["runs"] if r["name"] == "trl-callback")
+    train(live_stack, token, mode, tmp_path)
+    runs = [r for r in api.get("/runs")["runs"] if r["name"] == f"trl-{mode}"]
+    assert len(runs) == 1  # with report_to="mlflow" the callback reports to the run Transformers' callback made
+    run = runs[0]
     assert run["source"] == "external" and run["state"] == "succeeded"
     found = []
     for _ in range(120):  # grouped by the worker once the run has ended

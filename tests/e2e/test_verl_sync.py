@@ -176,3 +176,21 @@ def test_verl_dumps_reach_the_explorer_whole_across_a_killed_sync_and_a_web_serv
         assert exported.status_code == 200 and len(exported.text.splitlines()) == 5 * PROMPTS * N
     finally:
         web.stop()
+
+
+def test_the_sync_command_finds_the_run_verl_logs_to_by_its_experiment_and_name(live_stack, transactional_db, tmp_path):
+    from evolab_client import Evolab
+
+    make_team("verl-team", ada="member")
+    token = ApiToken.issue(get_user_model().objects.get(username="ada"))
+    dumps = tmp_path / "rollout_data"
+    train_step(dumps, 1)
+    waiting = sync(live_stack.url, token, str(dumps), "--run", "gsm8k-ttrl/qwen-7b", "--poll", "0.2")
+    read_until(waiting, "waiting for run")
+    # verl starts: Tracking's mlflow.set_experiment(project_name), start_run(run_name=experiment_name)
+    run = Evolab(url=live_stack.url, token=token).create_run("qwen-7b", experiment="gsm8k-ttrl")
+    read_until(waiting, "step 1:", timeout=30)
+    waiting.send_signal(signal.SIGINT)
+    waiting.wait(timeout=30)
+    api = Api(live_stack.url, token)
+    assert wait(lambda: len(every_rollout(api, run.id)) == PROMPTS * N, what="step 1's rollouts")

@@ -312,11 +312,13 @@ NOT_STORED_PREFIXES = ("artifacts/", "runs/log-model", "runs/log-inputs", "runs/
 
 @csrf_exempt
 def mlflow_api(request, endpoint: str):
-    if not (getattr(request, "token_auth_attempted", False) and request.user.is_authenticated):
+    sent_token = getattr(request, "token_auth_attempted", False)
+    if not sent_token:
         return error_response("UNAUTHENTICATED", "send an Evolab API token: MLFLOW_TRACKING_TOKEN=<token> (or "
                                                  "'Authorization: Bearer <token>'); manage.py create_api_token USER "
-                                                 "prints one" if not getattr(request, "token_auth_attempted", False)
-                              else "the API token is not valid")
+                                                 "prints one")
+    if not request.user.is_authenticated:
+        return error_response("UNAUTHENTICATED", "the API token is not valid")
     handler = ENDPOINTS.get((request.method, endpoint))
     if handler is None:
         if endpoint.startswith(NOT_STORED_PREFIXES):

@@ -25,8 +25,8 @@ from webapp.runs.table_statistics import keep_statistics
 
 log = logging.getLogger(__name__)
 
-
 RUN_TABLE = Run._meta.db_table
+
 
 def _number(value):
     """JSON numbers for the database; NaN and infinities (a diverged loss) become None."""
