@@ -136,3 +136,16 @@ def test_a_step_the_reporter_says_is_complete_is_grouped_at_once(run, api_client
     assert group_ready_steps(run.pk)["steps"] == [1]
     bad = api_client.post(f"/api/runs/{run.pk}/rollouts?complete_through=soon", "", content_type="application/x-ndjson")
     assert bad.status_code == 400 and bad.json()["field"] == "complete_through"
+
+
+def test_figures_derived_from_the_rollouts_never_replace_the_trainers_own(run, mlflow):
+    # TRL reports its clip ratio and its share of zero-variance groups; the rollouts are grouped after
+    mlflow.ok("runs/log-batch", {"run_id": run.mlflow_run_id, "params": [{"key": "max_completion_length", "value": "8"}],
+                                 "metrics": [{"key": "completions/clipped_ratio", "value": 0.125, "step": 1},
+                                             {"key": "frac_reward_zero_std", "value": 0.5, "step": 1}]})
+    # completions longer than 8 characters: lengths not given by the trainer are characters, not the limit's tokens
+    report(run, step_of(1, ["4", "4"], rewards=[1.0, 1.0]))
+    group_ready_steps(run.pk, now=timezone.now() + LATER)
+    series = metric_series(Run.objects.get(pk=run.pk))
+    assert series["truncated_ratio"]["values"] == [0.125] and series["zero_variance_groups"]["values"] == [0.5]
+    assert series["invalid_ratio"]["values"] == [0.0]

@@ -236,7 +236,12 @@ def _with_derived_health(run: Run, events: list[dict]) -> list[dict]:
     every method alike: `invalid_ratio` (no valid answer), `truncated_ratio` (length at
     max_completion_length) and `zero_variance_groups` (prompts whose trained rollouts all
     got one reward, so GRPO's advantages are zero and the step teaches nothing). A value
-    the trainer logged itself is kept. One query for the whole batch."""
+    the trainer logged itself is kept. One query for the whole batch.
+
+    A run trained elsewhere: its rollouts' lengths may be characters (a verl dump holds no token counts), so
+    no truncated_ratio is derived (its trainer reports one: verl's response_length/clip_ratio, TRL's
+    completions/clipped_ratio); and its figures for a step may arrive after its trainer's own for that step
+    (the rollouts are grouped later), so a derived value never replaces one stored already."""
     steps = {e["step"] for e in events if e["type"] == "metrics"}
     if not steps:
         return events
@@ -250,7 +255,8 @@ def _with_derived_health(run: Run, events: list[dict]) -> list[dict]:
         by_step.setdefault(step, []).append((group_id, bool(valid), length, reward, bool(trained)))
     if not by_step:
         return events
-    limit = (run.hyperparameters or {}).get("max_completion_length")
+    limit = (run.hyperparameters or {}).get("max_completion_length") if not run.is_external else None
+    stored = series.stored_values(run, DERIVED_HEALTH, min(by_step), max(by_step)) if run.is_external else {}
     out = []
     for event in events:
         rows = by_step.get(event.get("step")) if event["type"] == "metrics" else None
@@ -267,8 +273,12 @@ def _with_derived_health(run: Run, events: list[dict]) -> list[dict]:
         if rewards:
             flat = sum(1 for values in rewards.values() if max(values) - min(values) < 1e-9)
             derived["zero_variance_groups"] = flat / len(rewards)
+        derived = {k: v for k, v in derived.items() if (k, event["step"]) not in stored}
         out.append({**event, "values": {**derived, **event["values"]}})
     return out
+
+
+DERIVED_HEALTH = ("invalid_ratio", "truncated_ratio", "zero_variance_groups")
 
 
 def _store_metrics(run, events, first_new_step, last_step, known_series):
