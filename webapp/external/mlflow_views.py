@@ -162,7 +162,7 @@ def search(caller, fields):
 
 
 def log_batch(caller, fields):
-    external = reporting.find(caller, _run_id(fields))
+    external = reporting.find_to_log(caller, _run_id(fields))
     metrics = fields.get("metrics") or []
     if not isinstance(metrics, list):
         raise invalid("Invalid value for parameter 'metrics': expected a list of {key, value, timestamp, step}.")
