@@ -1,0 +1,34 @@
+"""The client package (clients/python) is pure Python: it imports and runs its command without Django or torch,
+as it does on a training host that has neither (or a trainer's own, different versions)."""
+import subprocess
+import sys
+from pathlib import Path
+
+CLIENT = Path(__file__).resolve().parents[2] / "clients" / "python"
+
+BLOCKED = r"""
+import sys
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("django", "torch", "webapp", "rl", "workers", "transformers", "mlflow", "requests"):
+            raise ImportError(f"{name} is not on a training host")
+sys.meta_path.insert(0, Refuse())
+sys.path.insert(0, sys.argv[1])
+import evolab_client, evolab_client.cli, evolab_client.verl
+from evolab_client import Evolab
+print(evolab_client.__version__)
+sys.argv = ["evolab", "sync", "verl", "--help"]
+evolab_client.cli.main()
+"""
+
+
+def test_the_package_and_its_command_need_nothing_but_the_standard_library():
+    done = subprocess.run([sys.executable, "-c", BLOCKED, str(CLIENT)], capture_output=True, text=True, timeout=60)
+    assert "0.1.0" in done.stdout and "--run RUN" in done.stdout, done.stderr
+
+
+def test_without_a_server_or_a_token_the_command_says_what_to_set(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(CLIENT)}
+    done = subprocess.run([sys.executable, "-m", "evolab_client.cli", "sync", "verl", str(tmp_path), "--run", "1"],
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2 and "EVOLAB_URL" in done.stderr
