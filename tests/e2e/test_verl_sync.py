@@ -131,8 +131,8 @@ def test_verl_dumps_reach_the_explorer_whole_across_a_killed_sync_and_a_web_serv
         time.sleep(2)
         web.start_web(port)
         wait(lambda: len(every_rollout(api, run_id)) == 5 * PROMPTS * N, what="every rollout of 5 steps")
-        second.send_signal(signal.SIGINT)
-        second.wait(timeout=30)
+        second.send_signal(signal.SIGTERM)  # stopped as a process manager stops it (Ctrl-C does the same)
+        assert second.wait(timeout=30) == 130
     finally:
         web.stop()
         for process in ("first", "second"):
@@ -190,7 +190,7 @@ def test_the_sync_command_finds_the_run_verl_logs_to_by_its_experiment_and_name(
     # verl starts: Tracking's mlflow.set_experiment(project_name), start_run(run_name=experiment_name)
     run = Evolab(url=live_stack.url, token=token).create_run("qwen-7b", experiment="gsm8k-ttrl")
     read_until(waiting, "step 1:", timeout=30)
-    waiting.send_signal(signal.SIGINT)
+    waiting.send_signal(signal.SIGTERM)
     waiting.wait(timeout=30)
     api = Api(live_stack.url, token)
     assert wait(lambda: len(every_rollout(api, run.id)) == PROMPTS * N, what="step 1's rollouts")

@@ -67,17 +67,21 @@ def restore_experiment(caller, fields):
     return _set_experiment_stage(caller, fields, Experiment.ACTIVE)
 
 
-def _set_experiment_stage(caller, fields, stage):
+def _experiment_to_change(caller, fields) -> Experiment:
     experiment = experiments.visible(caller, text(fields, "experiment_id"))
     caller.require_member(experiment.team_id)
+    return experiment
+
+
+def _set_experiment_stage(caller, fields, stage):
+    experiment = _experiment_to_change(caller, fields)
     experiment.lifecycle_stage = stage
     experiment.save(update_fields=["lifecycle_stage", "updated_at"])
     return {}
 
 
 def update_experiment(caller, fields):
-    experiment = experiments.visible(caller, text(fields, "experiment_id"))
-    caller.require_member(experiment.team_id)
+    experiment = _experiment_to_change(caller, fields)
     team, name = caller.split_name(text(fields, "new_name"))
     if team.pk != experiment.team_id:
         raise invalid("an experiment stays in its team; rename it within it")
@@ -89,8 +93,7 @@ def update_experiment(caller, fields):
 
 
 def set_experiment_tag(caller, fields):
-    experiment = experiments.visible(caller, text(fields, "experiment_id"))
-    caller.require_member(experiment.team_id)
+    experiment = _experiment_to_change(caller, fields)
     (key, value), = key_value_list({"tags": [{"key": fields.get("key"), "value": fields.get("value")}]}, "tags", 1,
                                    MAX_TAG_VALUE_LENGTH)
     experiment.tags[key] = value
@@ -99,8 +102,7 @@ def set_experiment_tag(caller, fields):
 
 
 def delete_experiment_tag(caller, fields):
-    experiment = experiments.visible(caller, text(fields, "experiment_id"))
-    caller.require_member(experiment.team_id)
+    experiment = _experiment_to_change(caller, fields)
     experiment.tags.pop(text(fields, "key"), None)
     experiment.save(update_fields=["tags", "updated_at"])
     return {}

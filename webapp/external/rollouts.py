@@ -13,6 +13,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -169,6 +170,7 @@ def _rollout(number: int, line: str) -> ReportedRollout:
         label=words("label"), length=whole("length", 0, MAX_STEP), extras_json=extras_json)
 
 
+@lru_cache(maxsize=4096)  # a group's rollouts repeat their prompt, often kilobytes of chat template
 def prompt_key(prompt: str) -> str:
     """The id of a prompt reported without one: the same text always gets the same id."""
     return "p-" + hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()[:16]

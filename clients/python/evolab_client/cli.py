@@ -10,6 +10,7 @@ say where and as whom.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 
@@ -36,6 +37,8 @@ def main(argv=None) -> int:
     verl.add_argument("--url", help="Evolab's address (default: EVOLAB_URL)")
     verl.add_argument("--token", help="API token (default: EVOLAB_TOKEN)")
     args = parser.parse_args(argv)
+    # stopped by a process manager (SIGTERM) as by Ctrl-C: the position is on disk after every batch either way
+    signal.signal(signal.SIGTERM, _interrupted)
     try:
         client = Evolab(url=args.url, token=args.token, retry_for=None)
         return _sync_verl(client, args)
@@ -46,7 +49,12 @@ def main(argv=None) -> int:
         print(f"evolab: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        print("evolab: stopped", file=sys.stderr)
         return 130
+
+
+def _interrupted(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _sync_verl(client: Evolab, args) -> int:
