@@ -78,16 +78,16 @@ def _get_or_create(team: Team, name: str) -> Experiment:
         return Experiment.objects.get(team=team, name=name)
 
 
-def visible(caller: Caller, experiment_id, deleted_too: bool = True) -> Experiment:
-    """The experiment of that id among the caller's teams ("0": their team's Default), else
-    RESOURCE_DOES_NOT_EXIST, the same answer for another team's and a missing one."""
+def visible(caller: Caller, experiment_id) -> Experiment:
+    """The experiment of that id among the caller's teams ("0": their team's Default; a deleted one too, as
+    MLflow finds it), else RESOURCE_DOES_NOT_EXIST, the same answer for another team's and a missing one."""
     experiment_id = str(experiment_id if experiment_id is not None else "").strip()
     if experiment_id == DEFAULT_EXPERIMENT_ID:
         return default_experiment(caller.only_team("say which team's experiment"))
     found = None
     if experiment_id.isdigit() and experiment_id.isascii() and len(experiment_id) <= 18:
         found = Experiment.objects.of_teams(caller.team_ids).filter(pk=int(experiment_id)).first()
-    if found is None or (not deleted_too and found.lifecycle_stage == Experiment.DELETED):
+    if found is None:
         raise missing(f"No Experiment with id={experiment_id} exists")
     return found
 

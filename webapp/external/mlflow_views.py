@@ -112,8 +112,7 @@ def delete_experiment_tag(caller, fields):
 
 
 def create_run(caller, fields):
-    experiment = experiments.visible(caller, fields.get("experiment_id") or experiments.DEFAULT_EXPERIMENT_ID,
-                                     deleted_too=True)
+    experiment = experiments.visible(caller, fields.get("experiment_id") or experiments.DEFAULT_EXPERIMENT_ID)
     external = reporting.create_run(
         caller, experiment, name=text(fields, "run_name", required=False), user_id=text(fields, "user_id", required=False) or "",
         start_time=whole(fields, "start_time", low=0, high=2**53),

@@ -29,13 +29,13 @@ RUN_NAME_TAG, METHOD_TAG, ANSWER_RULE_TAG, TRAINER_TAG, RUN_ID_TAG = (
     "mlflow.runName", "evolab.method", "evolab.answer_rule", "evolab.trainer", "evolab.run_id")
 
 
-def find(caller: Caller, mlflow_run_id, deleted_too: bool = True) -> ExternalRun:
-    """The external run of that MLflow id in the caller's teams; RESOURCE_DOES_NOT_EXIST for a missing run and
-    for another team's alike (DESIGN §4.4)."""
+def find(caller: Caller, mlflow_run_id) -> ExternalRun:
+    """The external run of that MLflow id in the caller's teams (a deleted one too, as MLflow finds it);
+    RESOURCE_DOES_NOT_EXIST for a missing run and for another team's alike (DESIGN §4.4)."""
     run_id = str(mlflow_run_id or "").strip()
     found = (ExternalRun.objects.select_related("run", "experiment")
              .filter(run__mlflow_run_id=run_id, run__team_id__in=caller.team_ids).first()) if run_id else None
-    if found is None or (not deleted_too and found.lifecycle_stage == Experiment.DELETED):
+    if found is None:
         raise missing(f"Run with id={run_id} not found")
     return found
 
@@ -87,7 +87,7 @@ def create_run(caller: Caller, experiment: Experiment, *, name: str | None, user
     with transaction.atomic():
         run = Run.objects.create(
             name=name, method=_method(tags), team_id=experiment.team_id, source=Run.EXTERNAL,
-            mlflow_run_id=uuid.uuid4().hex, trainer=_trainer(tags, ""), prompt_set=None, model=tags.get("evolab.model", "")[:500], max_steps=0,
+            mlflow_run_id=uuid.uuid4().hex, trainer=_trainer(tags, ""), prompt_set=None, model="", max_steps=0,
             queue="", created_by=caller.user, state=Run.QUEUED, hyperparameters={},
         )
         external = ExternalRun.objects.create(run=run, experiment=experiment, user_id=user_id[:200], tags=tags,
