@@ -145,17 +145,23 @@ def test_verl_dumps_reach_the_explorer_whole_across_a_killed_sync_and_a_web_serv
         rollouts = every_rollout(api, run_id)
         keys = [(r["step"], r["prompt_id"], r["index"]) for r in rollouts]
         assert len(keys) == len(set(keys)) == 5 * PROMPTS * N  # nothing lost, nothing stored twice
+
+        def last_step_groups():
+            found = api.get(f"/runs/{run_id}/rollouts", params={"step": 5})["groups"]
+            return found if len(found) == PROMPTS else None
+
         # the steps before the last are grouped as the next arrives; the last once it has been quiet
-        groups = wait(lambda: (lambda g: g if len(g) == PROMPTS else None)(api.get(f"/runs/{run_id}/rollouts",
-                                                                                     params={"step": 5})["groups"]),
-                      what="step 5's groups")
+        groups = wait(last_step_groups, what="step 5's groups")
         by_index = {r["index"]: r for r in groups[0]["rollouts"]}
         assert groups[0]["majority_answer"] is not None and by_index[0]["answer"] == groups[0]["majority_answer"]
         assert by_index[0]["reward"] == 1.0 and by_index[0]["extra"] == {"acc": True}
         assert by_index[0]["length"] == len(by_index[0]["text"])  # characters: verl's dumps hold no token counts
 
-        metrics = wait(lambda: (lambda m: m if len(m.get("similarity/mean", {}).get("steps", [])) == 5 else None)(
-            api.get(f"/runs/{run_id}/metrics")["metrics"]), timeout=240, what="the heatmaps of 5 steps")
+        def metrics_with_heatmaps():
+            found = api.get(f"/runs/{run_id}/metrics")["metrics"]
+            return found if len(found.get("similarity/mean", {}).get("steps", [])) == 5 else None
+
+        metrics = wait(metrics_with_heatmaps, timeout=240, what="the heatmaps of 5 steps")
         # the policy agrees more with itself as steps go on: majority up, distinct answers down
         assert metrics["majority_ratio"]["values"] == pytest.approx([3 / 8, 4 / 8, 5 / 8, 6 / 8, 7 / 8])
         assert metrics["unique_answers"]["values"][0] > metrics["unique_answers"]["values"][-1]

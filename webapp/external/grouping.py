@@ -32,6 +32,7 @@ from webapp.tasks import EMBED_EXTERNAL_GROUPS, GROUP_EXTERNAL_ROLLOUTS, INDEX_R
 from .models import ExternalRun, PendingRollout
 from .queues import embeddings_queue, external_queue
 
+
 def group_ready_steps(run_id: int, now=None) -> dict:
     """Group every complete step of the run, one transaction a step; ask again later for steps still
     filling. Returns {"steps": [grouped steps], "rollouts": n, "waiting": steps left}.

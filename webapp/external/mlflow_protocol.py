@@ -75,7 +75,6 @@ def request_fields(request) -> dict:
     return body
 
 
-
 def text(fields: dict, name: str, required: bool = True, max_length: int | None = None) -> str | None:
     value = fields.get(name)
     if value in (None, ""):

@@ -341,7 +341,6 @@ def not_stored(request, path: str = ""):
     return error_response("NOT_IMPLEMENTED", NOT_STORED)
 
 
-
 @csrf_exempt
 def unknown(request, path: str):
     return error_response("ENDPOINT_NOT_FOUND", f"Evolab's MLflow protocol has nothing at /mlflow/{path}")

@@ -91,4 +91,3 @@ class PendingRollout(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "step", "prompt_id", "index"],
                                                name="unique_pending_rollout")]
-

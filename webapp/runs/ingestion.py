@@ -227,6 +227,7 @@ def _payload(event: dict) -> dict:
         return {}
     return _json_safe({k: v for k, v in event.items() if k not in ROWS_STORED_APART})
 
+
 # The few health figures the run list shows for each run.
 RUN_LIST_HEALTH = ("entropy", "response_length/mean", "majority_ratio", "similarity/mean", "invalid_ratio")
 
