@@ -275,3 +275,13 @@ def test_ingestion_analyses_a_bulk_loaded_table_once_a_tenth_of_it_changed(user,
     assert rollouts in table_statistics.keep_statistics(force=True)
     assert changed() == 0
     assert rollouts not in table_statistics.keep_statistics(force=True)  # nothing new since
+
+
+def test_it_stores_model_output_with_an_unpaired_surrogate(run):
+    # a log line may hold "\ud800" (a JSON escape json.loads keeps as it is): UTF-8 cannot encode it
+    events = event_log(steps=1)
+    group = events[1]
+    group["rollouts"][0].update(text="so \ud800 \\boxed{5}", answer="5\udfff", extra={"note": "a\ud83db"})
+    assert ingest_events(run, events) == len(events)
+    rollout = Rollout.objects.get(group__run=run, group__seq=group["seq"], index=0)
+    assert rollout.text == "so \ufffd \\boxed{5}" and rollout.answer == "5\ufffd" and rollout.extra == {"note": "a\ufffdb"}

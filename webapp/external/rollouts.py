@@ -11,7 +11,6 @@ request, or give `index`."""
 import hashlib
 import json
 import math
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -19,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from webapp.plain_text import storable
 from webapp.runs import bulk
 from webapp.runs.models import Group, Rollout, Run
 from webapp.tasks import GROUP_EXTERNAL_ROLLOUTS, send_on_commit
@@ -34,7 +34,6 @@ MAX_STEP = 2**31 - 1
 MAX_INDEX = 1_000_000
 FIELDS = ("step", "prompt", "prompt_id", "index", "completion", "reward", "rewards", "advantage", "answer", "label",
           "length", "extras")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 class RolloutLineError(ValueError):
@@ -137,7 +136,7 @@ def _rollout(number: int, line: str) -> ReportedRollout:
             raise RolloutLineError(number, field, f"'{field}' must be text, not {json.dumps(value)[:50]}")
         if len(value) > limit:
             raise RolloutLineError(number, field, f"'{field}' is {len(value):,} characters long; at most {limit:,}")
-        return clean_text(value)
+        return storable(value)
 
     step = whole("step", 0, MAX_STEP, required=True)
     prompt = words("prompt")
@@ -166,7 +165,7 @@ def _rollout(number: int, line: str) -> ReportedRollout:
     return ReportedRollout(
         step=step, prompt_id=prompt_id or prompt_key(prompt), index=whole("index", 0, MAX_INDEX),
         prompt=prompt or "", completion=words("completion", required=True), answer=words("answer"),
-        reward=reward, rewards={clean_text(k): v for k, v in given.items()}, advantage=real("advantage"),
+        reward=reward, rewards={storable(k): v for k, v in given.items()}, advantage=real("advantage"),
         label=words("label"), length=whole("length", 0, MAX_STEP), extras_json=extras_json)
 
 
@@ -176,23 +175,11 @@ def prompt_key(prompt: str) -> str:
     return "p-" + hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def clean_text(text: str) -> str:
-    """Model output is any text, and PostgreSQL's text columns refuse NUL and unpaired surrogates: each
-    becomes U+FFFD, the replacement character (as ingestion does with a trainer's events)."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\ufffd")
-    try:
-        text.encode("utf-8")  # fails only on an unpaired surrogate (checked in C: texts are kilobytes)
-    except UnicodeEncodeError:
-        text = _SURROGATE.sub("\ufffd", text)
-    return text
-
-
 def _clean_json(value):
     if isinstance(value, str):
-        return clean_text(value)
+        return storable(value)
     if isinstance(value, dict):
-        return {clean_text(str(k)): _clean_json(v) for k, v in value.items()}
+        return {storable(str(k)): _clean_json(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_clean_json(v) for v in value]
     return value

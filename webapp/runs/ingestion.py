@@ -18,6 +18,7 @@ from rl.metrics import group_summary, similarity_mean
 
 from webapp.alerts import engine as alerts
 from webapp.live import push_on_commit
+from webapp.plain_text import storable
 from webapp.runs import lifecycle
 from webapp.runs import bulk, series
 from webapp.runs.models import Group, Rollout, Run, RunEvent, RZeroQuestion
@@ -36,9 +37,9 @@ def _number(value):
 
 
 def _text(value):
-    """Model output is arbitrary text, and PostgreSQL refuses NUL characters in text and
-    JSON columns: a NUL becomes U+FFFD, the replacement character."""
-    return value.replace("\x00", "\ufffd") if isinstance(value, str) else value
+    """Model output is arbitrary text: stored as webapp.plain_text.storable keeps it (a NUL or an unpaired
+    surrogate, which PostgreSQL's text and JSON columns refuse, becomes U+FFFD)."""
+    return storable(value) if isinstance(value, str) else value
 
 
 def _json_safe(value):
