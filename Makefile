@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # Reinstall when requirements.txt changes.
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
 
-.PHONY: demo test bench venv browser clean
+.PHONY: demo test bench venv browser slurm clean
 
 venv: $(STAMP)
 
@@ -24,7 +24,11 @@ demo: venv
 browser:
 	@sh scripts/ensure_chromium.sh
 
-test: venv browser
+# Debian's slurm-wlm and munge for the Slurm engine tests (installed as root, else those tests skip with the reason).
+slurm:
+	@sh scripts/ensure_slurm.sh
+
+test: venv browser slurm
 	HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py $(ARGS)
 
 # The benchmarks' baseline, an MLflow tracking server, lives in its own venv: never in the product's.

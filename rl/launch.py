@@ -1,34 +1,28 @@
-"""The command line that starts a training child (DESIGN section 2, step 3).
+"""How a run's trainer is started (DESIGN section 2, step 3, and §4.9): its command, and the Slurm batch
+script or Ray entrypoint that wraps it when a cluster engine runs it.
 
-The supervisor calls `trainer_command(...)` and runs what it returns:
+- one process: `python -m rl.train --config C --out D [--resume]` (0 or 1 GPU);
+- several GPUs on one node: `accelerate launch --config_file rl/accelerate_configs/zero{2,3}.yaml
+  --num_processes N -m rl.train ...` (DeepSpeed ZeRO-2 by default, ZeRO-3 for policies whose weights do
+  not fit one GPU);
+- several nodes (Slurm or Ray): one launcher per node, told its node's rank and the first node's address:
+  `accelerate launch --num_machines N --machine_rank R --main_process_ip A ...` with GPUs, and on CPUs
+  `torch.distributed.run --nnodes N --node_rank R --master_addr A ...` (gloo), because accelerate's CPU backend
+  does not rank the processes of several machines (each believes it is rank 0 of 1). Slurm starts the node
+  launchers with `srun` inside the run's job (batch_script), Ray with one task per node of a placement group
+  (rl/ray_launch.py). The run directory must be on storage every node shares: rank 0 writes the event log, which
+  the worker reads.
 
-- 0 or 1 GPU: `python -m rl.train --config C --out D [--resume]`;
-- N > 1 GPUs: `accelerate launch --config_file rl/accelerate_configs/zero{2,3}.yaml
-  --num_processes N -m rl.train ...` (DeepSpeed ZeRO-2 by default, ZeRO-3 for policies
-  whose weights do not fit one GPU).
-
-- several nodes (a worker started with EVOLAB_TRAINER_NODES=N and EVOLAB_TRAINER_LAUNCHER=slurm,
-  inside a Slurm allocation): `srun --nodes N --ntasks-per-node 1 ... bash -c '...accelerate launch
-  --num_machines N --machine_rank $SLURM_NODEID --main_process_ip <first node> ...'`: Slurm starts one
-  `accelerate launch` per node, each starting that node's GPUs' ranks; the run directory must be on a
-  filesystem every node shares (rank 0 writes the event log, which the supervisor tails). A cancel's
-  SIGTERM to `srun` reaches every task. Tested without a cluster by running the command with stand-ins
-  for `srun`, `scontrol` and the interpreter, which start each node's task on this machine and record
-  what it was asked to run (tests/rl/test_slurm_launch.py); a real two-node run needs GPUs (accelerate's
-  CPU backend does not rank processes of several machines).
-
-On several processes each rank generates its share of the step's rollouts; the
-trainer gathers them so every prompt's n_votes rollouts are scored together, and
-each rank trains on its own slice of the first n_train (rl/trainer.py). Rank 0
-alone writes events. prompts_per_step × n_votes must split evenly over the
-processes, and R-Zero runs on one process only; both fail with status 2 and one
-`status: failed` event otherwise. Tested for real with two CPU processes (gloo,
-tests/rl/accelerate_cpu.yaml); the DeepSpeed configs themselves need GPUs.
+On several processes each rank generates its share of the step's rollouts; the trainer gathers them so every
+prompt's n_votes rollouts are scored together, and each rank trains on its own slice of the first n_train
+(rl/trainer.py). Rank 0 alone writes events. prompts_per_step × n_votes must split evenly over the processes,
+and R-Zero runs on one process only; both fail with status 2 and one `status: failed` event otherwise.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -36,49 +30,165 @@ from pathlib import Path
 ACCELERATE_CONFIGS = Path(__file__).resolve().parent / "accelerate_configs"
 ZERO_STAGES = {2: ACCELERATE_CONFIGS / "zero2.yaml", 3: ACCELERATE_CONFIGS / "zero3.yaml"}
 
-
-LAUNCHERS = ("local", "slurm")
+LAUNCHERS = ("local", "slurm", "ray")
 MAIN_PROCESS_PORT = 29500
+# The one resume switch of a job's command: "" or "--resume", decided where the job starts (a Slurm job that
+# the engine requeued after a preemption resumes from its checkpoint)
+RESUME_VARIABLE = "EVOLAB_RESUME"
+
+
+def _check(gpus: int, nodes: int, zero_stage: int) -> None:
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        raise ValueError(f"gpus must be an integer >= 0, got {gpus!r}")
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
+        raise ValueError(f"nodes must be an integer >= 1, got {nodes!r}")
+    if zero_stage not in ZERO_STAGES:
+        raise ValueError(f"zero_stage must be one of {sorted(ZERO_STAGES)}, got {zero_stage!r}")
 
 
 def trainer_command(config_path: str | os.PathLike, out_dir: str | os.PathLike, resume: bool = False,
-                    gpus: int = 0, zero_stage: int = 2, python: str | None = None, nodes: int = 1,
-                    launcher: str = "local", accelerate_config: str | os.PathLike | None = None) -> list[str]:
-    """argv for the training child of one run; `gpus` is how many GPUs the worker gives it (on each of
-    `nodes` nodes); `accelerate_config` replaces the DeepSpeed config (the tests' CPU config)."""
-    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
-        raise ValueError(f"gpus must be an integer >= 0, got {gpus!r}")
-    if zero_stage not in ZERO_STAGES:
-        raise ValueError(f"zero_stage must be one of {sorted(ZERO_STAGES)}, got {zero_stage!r}")
-    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1:
-        raise ValueError(f"nodes must be an integer >= 1, got {nodes!r}")
-    if launcher not in LAUNCHERS:
-        raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}, got {launcher!r}")
+                    gpus: int = 0, zero_stage: int = 2, python: str | None = None,
+                    accelerate_config: str | os.PathLike | None = None) -> list[str]:
+    """argv for the training child of a run on one node; `gpus` is how many GPUs it gets there;
+    `accelerate_config` replaces the DeepSpeed config (the tests' CPU config)."""
+    _check(gpus, 1, zero_stage)
     python = python or sys.executable
     arguments = ["--config", str(config_path), "--out", str(out_dir)] + (["--resume"] if resume else [])
-    config_file = str(accelerate_config or ZERO_STAGES[zero_stage])
-    if nodes > 1:
-        if launcher != "slurm":
-            raise ValueError(f"a run on {nodes} nodes needs a cluster launcher (launcher='slurm')")
-        return slurm_command(python, config_file, nodes, gpus, arguments)
     if gpus <= 1 and accelerate_config is None:
         return [python, "-m", "rl.train", *arguments]
+    config_file = str(accelerate_config or ZERO_STAGES[zero_stage])
     return [python, "-m", "accelerate.commands.launch", "--config_file", config_file,
             "--num_processes", str(max(gpus, 1)), "-m", "rl.train", *arguments]
 
 
-def slurm_command(python: str, config_file: str, nodes: int, gpus: int, arguments: list[str]) -> list[str]:
-    """srun, one task per node, each an `accelerate launch` of that node's ranks: the node's rank is
-    Slurm's SLURM_NODEID, and the main process is on the allocation's first node."""
-    per_node = max(gpus, 1)
-    accelerate = [python, "-m", "accelerate.commands.launch", "--config_file", config_file,
-                  "--num_machines", str(nodes), "--num_processes", str(nodes * per_node),
-                  "--machine_rank", "$SLURM_NODEID", "--main_process_ip", "$EVOLAB_MAIN_NODE",
-                  "--main_process_port", str(MAIN_PROCESS_PORT), "-m", "rl.train", *arguments]
-    # Expanded by each task's shell, on its node; everything else is quoted as it is.
-    words = " ".join(f'"{word}"' if word.startswith("$") else shlex.quote(word) for word in accelerate)
-    script = ('EVOLAB_MAIN_NODE="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"; '
-              f"export EVOLAB_MAIN_NODE; exec {words}")
-    return ["srun", f"--nodes={nodes}", f"--ntasks={nodes}", "--ntasks-per-node=1",
-            *([f"--gpus-per-node={gpus}"] if gpus else []), "--kill-on-bad-exit=1", "--job-name=evolab-trainer",
-            "bash", "-c", script]
+def node_command(python: str, config_path, out_dir, nodes: int, gpus: int, node_rank: str, main_address: str,
+                 zero_stage: int = 2, accelerate_config=None) -> list[str]:
+    """argv of one node's launcher in a run of several nodes (its words may be shell variables the node
+    expands: $SLURM_NODEID). The resume switch is left to the caller (RESUME_VARIABLE)."""
+    _check(gpus, nodes, zero_stage)
+    arguments = ["--config", str(config_path), "--out", str(out_dir)]
+    if gpus == 0:  # CPUs: torchrun ranks the processes of every node (gloo)
+        return [python, "-m", "torch.distributed.run", "--nnodes", str(nodes), "--node_rank", node_rank,
+                "--nproc_per_node", "1", "--master_addr", main_address, "--master_port", str(MAIN_PROCESS_PORT),
+                "-m", "rl.train", *arguments]
+    config_file = str(accelerate_config or ZERO_STAGES[zero_stage])
+    return [python, "-m", "accelerate.commands.launch", "--config_file", config_file, "--num_machines", str(nodes),
+            "--num_processes", str(nodes * gpus), "--machine_rank", node_rank, "--main_process_ip", main_address,
+            "--main_process_port", str(MAIN_PROCESS_PORT), "-m", "rl.train", *arguments]
+
+
+# --- Slurm ---------------------------------------------------------------------------------------------
+
+# Options Evolab sets itself in a run's job: a run's or worker's extra options may not change them.
+SLURM_OWN_OPTIONS = ("job-name", "nodes", "ntasks", "ntasks-per-node", "gpus", "gpus-per-node", "gres", "output",
+                     "error", "open-mode", "chdir", "export", "wrap", "array", "parsable", "requeue", "no-requeue")
+_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,-]{1,64}$")
+_SLURM_TIME = re.compile(r"^(\d{1,4}-)?\d{1,5}(:\d{1,2}){0,2}$")
+_SLURM_OPTION = re.compile(r"^--([a-z][a-z0-9-]*)(=[\x21-\x7e]{1,200})?$")
+
+
+class LaunchOptionError(ValueError):
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+def slurm_options(options: dict | None) -> dict:
+    """A run's (or a worker's) Slurm options, checked: `partition` and `account` (names), `time_limit` (Slurm's
+    formats: minutes, H:M:S, D-H...), `sbatch` (further options, `--name=value` each, printable, no spaces). They
+    become #SBATCH lines of the job's script, which its shell reads as comments: never run, never unquoted.
+    LaunchOptionError names the option that is wrong."""
+    options = dict(options or {})
+    unknown = sorted(set(options) - {"partition", "account", "time_limit", "sbatch"})
+    if unknown:
+        raise LaunchOptionError(unknown[0], f"unknown Slurm option {unknown[0]!r}: expected partition, account, "
+                                            f"time_limit or sbatch")
+    clean = {}
+    for name in ("partition", "account"):
+        value = options.get(name)
+        if value in (None, ""):
+            continue
+        if not isinstance(value, str) or not _SLURM_NAME.match(value):
+            raise LaunchOptionError(name, f"{name} must be a Slurm name (letters, digits, _ . , -), not {value!r}")
+        clean[name] = value
+    value = options.get("time_limit")
+    if value not in (None, ""):
+        if not isinstance(value, str) or not _SLURM_TIME.match(value):
+            raise LaunchOptionError("time_limit", f"time_limit must be in Slurm's format (minutes, H:M:S, D-H:M:S), "
+                                                  f"not {value!r}")
+        clean["time_limit"] = value
+    extra = options.get("sbatch") or []
+    if isinstance(extra, str):
+        extra = extra.split()
+    if not isinstance(extra, list) or len(extra) > 20:
+        raise LaunchOptionError("sbatch", "sbatch must be a list of at most 20 options such as '--constraint=a100'")
+    for option in extra:
+        match = _SLURM_OPTION.match(option) if isinstance(option, str) else None
+        if match is None:
+            raise LaunchOptionError("sbatch", f"sbatch option {option!r} is not of the form --name or --name=value "
+                                              f"(printable, no spaces)")
+        if match.group(1) in SLURM_OWN_OPTIONS:
+            raise LaunchOptionError("sbatch", f"sbatch option --{match.group(1)} is set by Evolab itself")
+    if extra:
+        clean["sbatch"] = list(extra)
+    return clean
+
+
+def batch_script(*, job_name: str, run_dir, config_path, code_dir, python: str, nodes: int, gpus: int, resume: bool,
+                 options: dict, environment: dict, log_path, zero_stage: int = 2, accelerate_config=None) -> str:
+    """The sbatch script of a run: one job of `nodes` nodes × `gpus` GPUs, its output appended to `log_path`,
+    requeueable (a preempted job starts again from its checkpoint: SLURM_RESTART_COUNT > 0 means --resume).
+    One node: the trainer itself (exec: Slurm's signals reach it). Several: `srun` starts one launcher per node,
+    its rank SLURM_NODEID, the first node of the allocation (its NodeAddr) as the main process's address."""
+    options = slurm_options(options)
+    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nodes}",
+             "#SBATCH --ntasks-per-node=1", f"#SBATCH --output={log_path}", "#SBATCH --open-mode=append",
+             f"#SBATCH --chdir={code_dir}", "#SBATCH --requeue"]
+    if gpus:
+        lines.append(f"#SBATCH --gpus-per-node={gpus}")
+    for name, flag in (("partition", "partition"), ("account", "account"), ("time_limit", "time")):
+        if options.get(name):
+            lines.append(f"#SBATCH --{flag}={options[name]}")
+    lines += [f"#SBATCH {option}" for option in options.get("sbatch", [])]
+    lines += [f"export {key}={shlex.quote(str(value))}" for key, value in sorted(environment.items())]
+    lines += [f"{RESUME_VARIABLE}={'--resume' if resume else ''}",
+              '# requeued by Slurm (a preemption, a node failure): resume from the checkpoint',
+              f'if [ "${{SLURM_RESTART_COUNT:-0}}" -gt 0 ]; then {RESUME_VARIABLE}=--resume; fi',
+              f"export {RESUME_VARIABLE}",
+              f'echo "evolab: {job_name}: Slurm job $SLURM_JOB_ID on $SLURM_JOB_NODELIST, restart '
+              f'${{SLURM_RESTART_COUNT:-0}}, ${{{RESUME_VARIABLE}:-from the start}}"']
+    if nodes == 1:
+        command = trainer_command(config_path, run_dir, gpus=gpus, zero_stage=zero_stage, python=python,
+                                  accelerate_config=accelerate_config)
+        lines.append(f"exec {shlex.join(command)} ${RESUME_VARIABLE}")
+    else:
+        node = node_command(python, config_path, run_dir, nodes, gpus, "$SLURM_NODEID", "$EVOLAB_MAIN_NODE",
+                            zero_stage, accelerate_config)
+        words = " ".join(f'"{w}"' if w.startswith("$") else shlex.quote(w) for w in node)
+        per_node = (f"exec {words} ${RESUME_VARIABLE}")
+        lines += ['first="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+                  'EVOLAB_MAIN_NODE="$(scontrol show node "$first" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')"',
+                  "export EVOLAB_MAIN_NODE",
+                  f"exec srun --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 --kill-on-bad-exit=1 "
+                  f"bash -c {shlex.quote(per_node)}"]
+    return "\n".join(lines) + "\n"
+
+
+# --- Ray -------------------------------------------------------------------------------------------------
+
+
+def ray_entrypoint(*, code_dir, python: str, config_path, run_dir, nodes: int, gpus: int, resume: bool,
+                   zero_stage: int = 2, accelerate_config=None) -> str:
+    """The shell command of a run's Ray job: the trainer itself on one node, else rl.ray_launch, which places one
+    launcher per node (a placement group of `nodes` bundles) from inside the job."""
+    resume_flag = ["--resume"] if resume else []
+    if nodes == 1:
+        command = trainer_command(config_path, run_dir, gpus=gpus, zero_stage=zero_stage, python=python,
+                                  accelerate_config=accelerate_config) + resume_flag
+    else:
+        _check(gpus, nodes, zero_stage)
+        command = [python, "-m", "rl.ray_launch", "--nodes", str(nodes), "--gpus", str(gpus), "--python", python,
+                   "--config", str(config_path), "--out", str(run_dir), "--zero-stage", str(zero_stage),
+                   *(["--accelerate-config", str(accelerate_config)] if accelerate_config else []), *resume_flag]
+    said = f"evolab: Ray job on {nodes} node(s), {'resuming' if resume else 'from the start'}"
+    return f"cd {shlex.quote(str(code_dir))} && echo {shlex.quote(said)} && exec {shlex.join(command)}"

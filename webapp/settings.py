@@ -9,6 +9,7 @@ EVOLAB_RUNS_DIR run directories (checkpoints, event logs), default EVOLAB_DATA_D
                hosts, a mount every training worker shares; the web process never reads it.
 """
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -223,10 +224,28 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "evolab@localhost")
 
 # The trainer child process runs with this interpreter (the venv's).
 TRAINER_PYTHON = os.environ.get("EVOLAB_TRAINER_PYTHON", "")
-# A training worker inside a Slurm allocation trains each run on this many nodes (rl/launch.py:
-# srun, one `accelerate launch` per node; runs' `gpus` are per node). 1: on the worker's own host.
-TRAINER_NODES = int(os.environ.get("EVOLAB_TRAINER_NODES", 1))
-TRAINER_LAUNCHER = os.environ.get("EVOLAB_TRAINER_LAUNCHER", "slurm" if TRAINER_NODES > 1 else "local")
+# Who trains a worker's runs (DESIGN §4.9, workers/engines): "local" (the worker's child process), "slurm" (one
+# job per run through sbatch, or slurmrestd with SLURMRESTD_URL and SLURM_JWT) or "ray" (a Ray job per run through
+# the Jobs REST API of RAY_ADDRESS, http://HEAD:8265). With an engine the worker only submits and watches; the run
+# directories (EVOLAB_RUNS_DIR) must be on storage the engine's nodes share.
+TRAINER_LAUNCHER = os.environ.get("EVOLAB_TRAINER_LAUNCHER", "local")
+RAY_ADDRESS = os.environ.get("RAY_ADDRESS", "")
+SLURMRESTD_URL = os.environ.get("SLURMRESTD_URL", "")
+SLURM_JWT = os.environ.get("SLURM_JWT", "")
+SLURMRESTD_USER = os.environ.get("SLURMRESTD_USER", os.environ.get("USER", "root"))
+SLURMRESTD_API = os.environ.get("EVOLAB_SLURMRESTD_API", "v0.0.38")
+# The worker's Slurm options (a run's own, from the launch form or API, go over them); checked when the worker starts
+SLURM_OPTIONS = {key: value for key, value in (
+    ("partition", os.environ.get("EVOLAB_SLURM_PARTITION", "")), ("account", os.environ.get("EVOLAB_SLURM_ACCOUNT", "")),
+    ("time_limit", os.environ.get("EVOLAB_SLURM_TIME_LIMIT", "")),
+    ("sbatch", os.environ.get("EVOLAB_SLURM_SBATCH", "").split())) if value}
+if SLURM_OPTIONS:  # a worker with wrong options refuses to start rather than fail each run
+    from rl.launch import slurm_options
+
+    SLURM_OPTIONS = slurm_options(SLURM_OPTIONS)
+# Where Evolab's code and interpreter are on the engine's nodes (the same paths as the worker's, by default)
+ENGINE_CODE_DIR = Path(os.environ.get("EVOLAB_ENGINE_CODE_DIR", BASE_DIR))
+ENGINE_PYTHON = os.environ.get("EVOLAB_ENGINE_PYTHON", sys.executable)
 # an accelerate config instead of the DeepSpeed ones (a CPU cluster, the tests)
 TRAINER_ACCELERATE_CONFIG = os.environ.get("EVOLAB_ACCELERATE_CONFIG", "")
 

@@ -25,23 +25,20 @@ import time
 import uuid
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, OperationalError, connection
-
 from rl import launch
-from rl.methods import get_method
 from webapp.runs import lifecycle, text_search
 from webapp.runs.ingestion import ingest_events
 from webapp.runs.models import Run, RunEvent
 
 from .event_tail import EventTail
+from . import engines
+from .engine_jobs import supervise_job
+from .run_io import (CANCEL_GRACE_SECONDS, POLL_SECONDS, cancel_requested, index_texts, once, prepare_run_dir,
+                     set_aside_stale_run_dir, until_stored)
 from .shutdown import WORKER_SHUTTING_DOWN
 
 log = logging.getLogger(__name__)
 
-POLL_SECONDS = 0.5
-# After SIGTERM the trainer finishes its step and writes a checkpoint; a child that takes
-# longer than this is killed so that cancel always ends.
-CANCEL_GRACE_SECONDS = float(os.environ.get("EVOLAB_CANCEL_GRACE_SECONDS", 120))
 STDERR_TAIL_CHARS = 4000
 LOCK_FILE, PID_FILE = "trainer.lock", "trainer.pid"
 
@@ -50,49 +47,8 @@ def trainer_command(run: Run, config_path, resume: bool) -> list[str]:
     """`python -m rl.train ...` for 0 or 1 GPU, `accelerate launch ...` for more (rl/launch.py)."""
     return launch.trainer_command(
         config_path, run.run_dir, resume=resume, gpus=run.gpus, python=settings.TRAINER_PYTHON or sys.executable,
-        nodes=settings.TRAINER_NODES, launcher=settings.TRAINER_LAUNCHER,
         accelerate_config=settings.TRAINER_ACCELERATE_CONFIG or None,
     )
-
-
-def uses_references(run: Run) -> bool:
-    """Whether the run's method reads y* with these hyperparameters (Method.reference_field_for): a
-    variant that votes its own reference runs label-free and gets no reference at all."""
-    return get_method(run.method).reference_field_for(run.hyperparameters) is not None
-
-
-def _set_aside_stale_run_dir(run: Run) -> None:
-    """A fresh run must start from an empty directory: one left under the same id (a
-    database restored from a backup, a test database flushed while the data directory
-    stayed) would otherwise feed its old event log to this run. It is renamed, not deleted."""
-    if run.run_dir.exists() and any(run.run_dir.iterdir()):
-        stale = run.run_dir.with_name(f"{run.pk}.stale-{int(time.time() * 1000)}")
-        run.run_dir.rename(stale)
-        log.warning("run %s: moved an old directory of the same id aside to %s", run.pk, stale)
-
-
-def _prepare_run_dir(run: Run):
-    run.run_dir.mkdir(parents=True, exist_ok=True)
-    prompts_path = run.run_dir / "prompts.jsonl"
-    with open(prompts_path, "w", encoding="utf-8") as f:
-        for row in run.prompt_set.trainer_rows(with_references=uses_references(run)):
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    eval_path = None
-    if run.eval_prompt_set is not None:
-        # The eval set's labels are what evaluation scores against; they go to the
-        # trainer's periodic eval only, never to a reward (rl/callbacks.py::PeriodicEval).
-        eval_path = run.run_dir / f"eval-{_slug(run.eval_prompt_set.name)}.jsonl"
-        with open(eval_path, "w", encoding="utf-8") as f:
-            for row in run.eval_prompt_set.trainer_rows(with_references=False):
-                f.write(json.dumps(row, ensure_ascii=False) + "\n")
-    config_path = run.run_dir / "config.json"
-    config_path.write_text(json.dumps(run.trainer_config(prompts_path, eval_path), indent=2))
-    return config_path
-
-
-def _slug(name: str) -> str:
-    # The file's stem becomes the eval event's `prompt_set`: keep it readable and safe.
-    return "".join(c if c.isalnum() or c in "-_" else "-" for c in name).strip("-")[:60] or "eval"
 
 
 def _tail(path, chars=STDERR_TAIL_CHARS) -> str:
@@ -130,18 +86,31 @@ def supervise(run_id: int) -> str | None:
     if run is None:
         log.info("run %s is not queued; nothing to do", run_id)
         return None
+    try:
+        # a job an engine runs already is watched with that engine, whatever this worker would submit to
+        engine = engines.engine_named(run.engine) if run.engine_job_id else engines.configured()
+    except engines.EngineError as exc:
+        lifecycle.finish(run, Run.FAILED, str(exc), None, "", owner=owner)
+        return Run.FAILED
+    if engine is not None:
+        return supervise_job(run, owner, engine)
+    if run.nodes > 1:
+        lifecycle.finish(run, Run.FAILED, f"a run on {run.nodes} nodes needs a cluster engine: start its worker with "
+                                          f"EVOLAB_TRAINER_LAUNCHER=slurm or ray", None, "", owner=owner)
+        return Run.FAILED
+    lifecycle.engine_job(run, owner, "local", "")
     resume = run.resume_requested
     Run.objects.filter(pk=run.pk).update(resume_requested=False)
 
     if not resume:
-        _set_aside_stale_run_dir(run)
+        set_aside_stale_run_dir(run)
     run.run_dir.mkdir(parents=True, exist_ok=True)
     try:
         lock = _take_run_lock(run, owner)
     except RunLocked as exc:
         lifecycle.finish(run, Run.FAILED, str(exc), None, "", owner=owner)
         return Run.FAILED
-    config_path = _prepare_run_dir(run)
+    config_path = prepare_run_dir(run)
     stdout_path, stderr_path = run.run_dir / "stdout.log", run.run_dir / "stderr.log"
     # the trainer stops itself if this process dies (rl/train.py::stop_when_supervisor_is_gone)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "EVOLAB_SUPERVISOR_PID": str(os.getpid()),
@@ -175,12 +144,12 @@ def supervise(run_id: int) -> str | None:
     if exit_code is None:
         log.warning("run %s: lease lost; its trainer was stopped and the run left to its new owner", run.pk)
         return None
-    state, message = _until_stored(_final_state, run, exit_code, cancel_sent)
+    state, message = until_stored(_final_state, run, exit_code, cancel_sent)
     shut_down = f"the worker shut down at step {run.last_step}; resuming from its last checkpoint on the next worker"
-    if handed_back and state == Run.CANCELLED and _until_stored(lifecycle.hand_back, run, owner, shut_down):
+    if handed_back and state == Run.CANCELLED and until_stored(lifecycle.hand_back, run, owner, shut_down):
         log.info("run %s handed back to the queue (worker shutting down)", run.pk)
         return Run.QUEUED
-    _until_stored(lifecycle.finish, run, state, message, exit_code, _tail(stderr_path) if state == Run.FAILED else "",
+    until_stored(lifecycle.finish, run, state, message, exit_code, _tail(stderr_path) if state == Run.FAILED else "",
                   owner)
     log.info("run %s ended %s (exit code %s)", run.pk, state, exit_code)
     return state
@@ -195,17 +164,17 @@ def _watch(run: Run, child: subprocess.Popen, owner: str) -> tuple[int | None, b
     next_heartbeat = time.monotonic() + settings.RUN_HEARTBEAT_SECONDS
     while True:
         for batch in tail.batches():
-            _until_stored(ingest_events, run, batch)
-        _index_texts(run, text_search.catch_up)  # a bounded batch per poll
+            until_stored(ingest_events, run, batch)
+        index_texts(run, text_search.catch_up)  # a bounded batch per poll
         exit_code = child.poll()
         if exit_code is not None:
             break
         if time.monotonic() >= next_heartbeat:
             next_heartbeat = time.monotonic() + settings.RUN_HEARTBEAT_SECONDS
-            if _once(lifecycle.heartbeat, run.pk, owner) is False:  # None: the database is away; try next time
+            if once(lifecycle.heartbeat, run.pk, owner) is False:  # None: the database is away; try next time
                 _stop(child)
                 return None, False, False
-        if stop_sent_at is None and (WORKER_SHUTTING_DOWN.is_set() or _once(_cancel_requested, run)):
+        if stop_sent_at is None and (WORKER_SHUTTING_DOWN.is_set() or once(cancel_requested, run)):
             shutting_down = WORKER_SHUTTING_DOWN.is_set()
             _kill_group(child.pid, signal.SIGTERM)
             stop_sent_at = time.monotonic()
@@ -213,46 +182,10 @@ def _watch(run: Run, child: subprocess.Popen, owner: str) -> tuple[int | None, b
             _kill_group(child.pid, signal.SIGKILL)
         time.sleep(POLL_SECONDS)
     for batch in tail.batches():
-        _until_stored(ingest_events, run, batch)
-    _index_texts(run, text_search.catch_up_fully)
-    cancelled = _until_stored(_cancel_requested, run)
+        until_stored(ingest_events, run, batch)
+    index_texts(run, text_search.catch_up_fully)
+    cancelled = until_stored(cancel_requested, run)
     return exit_code, stop_sent_at is not None, shutting_down and not cancelled
-
-
-def _cancel_requested(run: Run) -> bool:
-    return Run.objects.filter(pk=run.pk, cancel_requested=True).exists()
-
-
-# What a database that went away raises (a restart, a failover, a network cut); anything else
-# (a constraint, a corrupt event) is a real error and stops the supervisor.
-DATABASE_AWAY = (OperationalError, InterfaceError)
-RETRY_SECONDS_MAX = 10.0
-
-
-def _until_stored(write, *args):
-    """`write(*args)` once the database answers: while it is away the trainer trains on and its events
-    wait in the log, so nothing is lost by waiting. Each write is a transaction of its own and safe to
-    repeat (ingestion skips the seqs it holds), so a write cut off mid-way is simply done again."""
-    delay, warned = 0.5, False
-    while True:
-        try:
-            return write(*args)
-        except DATABASE_AWAY as exc:
-            if not warned:
-                log.warning("the database is away (%s); retrying every %.0f s at most", exc, RETRY_SECONDS_MAX)
-                warned = True
-            connection.close()  # a new connection on the next try
-            time.sleep(delay)
-            delay = min(delay * 2, RETRY_SECONDS_MAX)
-
-
-def _once(read, *args):
-    """`read(*args)`, or None when the database is away (a poll's check, tried again at the next poll)."""
-    try:
-        return read(*args)
-    except DATABASE_AWAY:
-        connection.close()
-        return None
 
 
 def _kill_group(pgid: int, sig: int) -> None:
@@ -304,7 +237,7 @@ def _take_run_lock(run: Run, owner: str):
             lock.close()
             raise RunLocked(f"another trainer of this run (process group {pgid or 'unknown'}, on a host that shares "
                             f"its directory?) still holds {run.run_dir / LOCK_FILE}; stop it, then resume the run")
-        _once(lifecycle.heartbeat, run.pk, owner)
+        once(lifecycle.heartbeat, run.pk, owner)
         time.sleep(POLL_SECONDS)
 
 
@@ -319,12 +252,3 @@ def _recorded_trainer(run: Run) -> int | None:
         return None
 
 
-def _index_texts(run: Run, how) -> None:
-    """The search's text index, behind ingestion (webapp/runs/text_search.py). A failure here costs
-    only search speed (unindexed rollouts are read from their text), so it never stops the run."""
-    try:
-        how(run.pk)
-    except DatabaseError as exc:
-        log.warning("run %s: rollout texts left unindexed for now: %s", run.pk, exc)
-        if isinstance(exc, DATABASE_AWAY):
-            connection.close()

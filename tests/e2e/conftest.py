@@ -54,3 +54,66 @@ def browser_page(tmp_path, monkeypatch):
         yield page
         page.screenshot(path=str(tmp_path / "last.png"))
         browser.close()
+
+
+# --- cluster engines (DESIGN §4.9): real Slurm and Ray on loopback, and a stack whose worker hands runs to one
+
+ENGINE_LEASE = {"EVOLAB_RUN_LEASE_SECONDS": "5", "EVOLAB_RUN_HEARTBEAT_SECONDS": "0.5",
+                "EVOLAB_RUN_REAP_EVERY_SECONDS": "1"}
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster():
+    from tests.e2e.clusters import SlurmCluster, slurm_missing
+
+    reason = slurm_missing()
+    if reason:
+        pytest.skip(reason)
+    cluster = SlurmCluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+class EngineStack:
+    """daphne, a training worker that hands its runs to an engine, and an alerts worker (beat: the lease check,
+    shortened as tests/e2e/test_worker_loss.py does) of their own, on the test database and Redis."""
+
+    def __init__(self, live_stack, env, log_dir, settings, user):
+        import uuid
+
+        from scripts.stack import Stack, free_port
+        from tests.conftest import _test_database_url
+
+        self.prefix = f"g{uuid.uuid4().hex[:8]}-"
+        self.stack = Stack(log_dir=log_dir, quiet=True)
+        self.stack.env.update(live_stack.stack.env, EVOLAB_QUEUE_PREFIX=self.prefix,
+                              EVOLAB_CHANNEL_PREFIX=f"evolab-{self.prefix}", DATABASE_URL=_test_database_url(),
+                              EVOLAB_CANCEL_GRACE_SECONDS="30", **ENGINE_LEASE, **env)
+        settings.RUN_LEASE_SECONDS = float(ENGINE_LEASE["EVOLAB_RUN_LEASE_SECONDS"])
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        self.api = Api(self.url, ApiToken.issue(user))
+        self.stack.start_web(port)
+        self.worker = self.start_worker()
+        self.stack.start_alerts_worker(self.prefix)
+
+    def start_worker(self):
+        return self.stack.start_worker(self.prefix + "cpu")
+
+    def stop(self):
+        self.stack.stop()
+
+
+@pytest.fixture
+def engine_stack(live_stack, live_user, tmp_path, settings):
+    stacks = []
+
+    def start(env):
+        stacks.append(EngineStack(live_stack, env, tmp_path / f"logs-{len(stacks)}", settings, live_user))
+        return stacks[-1]
+
+    yield start
+    for stack in stacks:
+        stack.stop()

@@ -143,6 +143,27 @@ def test_it_rejects_a_negative_gpu_count(api_client, prompt_set, no_enqueue):
     assert response.status_code == 400 and response.json()["field"] == "gpus"
 
 
+def test_it_queues_a_run_of_two_nodes_with_its_slurm_options(api_client, prompt_set, no_enqueue):
+    options = {"partition": "a100", "time_limit": "2-00:00:00", "sbatch": ["--constraint=ib"]}
+    run = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, gpus=8, nodes=2,
+                   engine_options=options).json()
+    assert run["nodes"] == 2 and run["gpus"] == 8 and run["engine"] is None  # no worker has taken it yet
+    assert Run.objects.get(pk=run["id"]).engine_options == options
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"nodes": 0}, "nodes"),
+    ({"engine_options": {"partition": "a100; reboot"}}, "engine_options.partition"),
+    ({"engine_options": {"sbatch": ["--output=/etc/passwd"]}}, "engine_options.sbatch"),
+    ({"engine_options": {"time_limit": "soon"}}, "engine_options.time_limit"),
+    ({"engine_options": ["--partition=a100"]}, "engine_options"),
+])
+def test_it_rejects_bad_nodes_or_slurm_options_naming_the_field(api_client, prompt_set, no_enqueue, body, field):
+    response = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, **body)
+    assert response.status_code == 400 and response.json()["field"] == field, response.content
+    assert not Run.objects.exists()
+
+
 def test_it_refuses_darl_on_a_set_without_labels_unless_the_majority_is_the_reference(api_client, user, no_enqueue):
     unlabelled = make_prompt_set(user, rows=[("a", "What is 1 + 1?", None)], name="plain")
     response = post_run(api_client, name="x", method="darl", prompt_set=unlabelled.pk)

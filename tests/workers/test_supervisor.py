@@ -47,10 +47,10 @@ def test_a_run_cancelled_before_a_worker_took_it_never_starts(user):
 def test_it_writes_the_prompts_with_held_out_labels_and_the_trainer_config(user, tmp_path):
     import json
 
-    from workers.supervisor import _prepare_run_dir
+    from workers.run_io import prepare_run_dir
 
     run = make_run(user)
-    config = json.loads(_prepare_run_dir(run).read_text())
+    config = json.loads(prepare_run_dir(run).read_text())
     # Exactly DESIGN §4.1's keys: the trainer refuses any other.
     assert set(config) == {"method", "model", "prompts", "eval_prompts", "embedding_model", "max_steps", "seed", "hyperparameters"}
     assert config["method"] == "ttrl" and config["max_steps"] == 1 and config["model"] == "default"
@@ -71,12 +71,12 @@ def test_it_launches_the_trainer_directly_for_one_gpu_and_under_accelerate_for_m
 def test_only_a_method_that_needs_references_receives_the_labels_as_references(user):
     import json
 
-    from workers.supervisor import _prepare_run_dir
+    from workers.run_io import prepare_run_dir
 
     cases = (("ttrl", {}, False), ("darl", {}, True), ("darl", {"use_majority_as_reference": True}, False))
     for method, hyperparameters, expected in cases:
         run = make_run(user, method=method, hyperparameters=hyperparameters)
-        config = json.loads(_prepare_run_dir(run).read_text())
+        config = json.loads(prepare_run_dir(run).read_text())
         rows = [json.loads(line) for line in open(config["prompts"])]
         assert all(("reference" in row) is expected for row in rows), method
         if expected:

@@ -168,9 +168,10 @@ def entity_key(key, what: str) -> str:
 # --- rendering -----------------------------------------------------------------------------------
 
 # Evolab's run states as MLflow's RunStatus
-STATUS_OF_STATE = {Run.QUEUED: "SCHEDULED", Run.RUNNING: "RUNNING", Run.SUCCEEDED: "FINISHED",
+STATUS_OF_STATE = {Run.QUEUED: "SCHEDULED", Run.PENDING: "SCHEDULED", Run.RUNNING: "RUNNING", Run.SUCCEEDED: "FINISHED",
                    Run.FAILED: "FAILED", Run.CANCELLED: "KILLED"}
-STATE_OF_STATUS = {status: state for state, status in STATUS_OF_STATE.items()}
+STATE_OF_STATUS = {"SCHEDULED": Run.QUEUED, "RUNNING": Run.RUNNING, "FINISHED": Run.SUCCEEDED, "FAILED": Run.FAILED,
+                   "KILLED": Run.CANCELLED}
 
 
 def millis(moment) -> int | None:

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.db import transaction
 
 from rl.alert_rule_specs import AlertRuleError, validate_overrides
+from rl.launch import LaunchOptionError, slurm_options
 from rl.methods import HyperparameterError, get_method, validate_hyperparameters
 from webapp.accounts.access import require_role
 from webapp.accounts.models import Membership
@@ -27,6 +28,7 @@ class RunInputError(ValueError):
 
 
 MAX_GPUS = 64
+MAX_NODES = 256
 
 
 def default_gpus(model: str) -> int:
@@ -39,7 +41,8 @@ def queue_for(gpus: int) -> str:
 
 
 def launch_run(*, user, name, method, prompt_set, model="default", hyperparameters=None, max_steps=None, seed=0,
-               gpus=None, queue=None, eval_prompt_set=None, tags=None, cloned_from=None) -> Run:
+               gpus=None, queue=None, eval_prompt_set=None, tags=None, cloned_from=None, nodes=None,
+               engine_options=None) -> Run:
     """Create a queued run in the prompt set's team and queue it. The user must be a
     member or admin of that team (PermissionDenied otherwise). `cloned_from`: the run
     this one was cloned from (the launch form pre-filled from it), recorded as such."""
@@ -80,6 +83,13 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
     seed = _whole_number(seed or 0, "seed", 0, MAX_SEED)
     model = _plain_text(model, "model", Run._meta.get_field("model").max_length) or "default"
     gpus = _whole_number(default_gpus(model) if gpus in (None, "") else gpus, "gpus", 0, MAX_GPUS)
+    nodes = _whole_number(1 if nodes in (None, "") else nodes, "nodes", 1, MAX_NODES)
+    if engine_options not in (None, "", {}) and not isinstance(engine_options, dict):
+        raise RunInputError("engine_options must be an object: partition, account, time_limit, sbatch", "engine_options")
+    try:
+        engine_options = slurm_options(engine_options)
+    except LaunchOptionError as exc:
+        raise RunInputError(str(exc), f"engine_options.{exc.field}") from exc
     with transaction.atomic():
         run = Run.objects.create(
             name=name,
@@ -93,6 +103,8 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
             max_steps=max_steps,
             seed=seed,
             gpus=gpus,
+            nodes=nodes,
+            engine_options=engine_options,
             queue=queue or queue_for(gpus),
             created_by=user,
             cloned_from=cloned_from,
@@ -172,7 +184,7 @@ def cancel_run(run: Run, user) -> Run:
     sends SIGTERM, after which the trainer checkpoints and exits."""
     require_role(user, run.team_id, Membership.MEMBER)
     _trained_here(run, "stop")
-    Run.objects.filter(pk=run.pk, state__in=[Run.QUEUED, Run.RUNNING]).update(cancel_requested=True)
+    Run.objects.filter(pk=run.pk, state__in=[Run.QUEUED, *Run.SUPERVISED]).update(cancel_requested=True)
     lifecycle.end_cancelled_before_start(run.pk)
     lifecycle.reap_run(run.pk)  # a run whose supervisor is gone has nobody to relay the cancel: it ends now
     run.refresh_from_db()
@@ -209,6 +221,8 @@ def clone_run(run: Run, *, user, name=None) -> Run:
         max_steps=run.max_steps,
         seed=run.seed,
         gpus=run.gpus,
+        nodes=run.nodes,
+        engine_options=run.engine_options,
         queue=run.queue,
         eval_prompt_set=run.eval_prompt_set,
         tags=run.tags,

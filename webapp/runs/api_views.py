@@ -88,6 +88,8 @@ def runs(request):
             max_steps=data.get("max_steps"),
             seed=data.get("seed", 0),
             gpus=data.get("gpus"),
+            nodes=data.get("nodes"),
+            engine_options=data.get("engine_options"),
             eval_prompt_set=eval_prompt_set,
             tags=data.get("tags"),
         )

@@ -42,6 +42,7 @@ def run_message(run: Run) -> dict:
         "total_steps": run.total_steps,
         "started_at": run.started_at.isoformat() if run.started_at else None,
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "engine_reason": run.engine_reason,
     }
 
 
@@ -49,6 +50,8 @@ def announce(run_id: int, extra: dict | None = None) -> None:
     """After commit: the run's new state to its page and its team (the one place both are told)."""
     run = Run.objects.get(pk=run_id)
     status = {"type": "status", "state": run.state, "message": run.message, **(extra or {})}
+    if run.engine and run.engine != "local":
+        status["engine"] = {"name": run.engine, "job_id": run.engine_job_id, "reason": run.engine_reason}
     push_on_commit(run_id=run.pk, messages=[status])
     push_on_commit(team_id=run.team_id, messages=[run_message(run)])
 
@@ -126,15 +129,41 @@ def report_running(run: Run, started_at=None) -> None:
 def heartbeat(run_id: int, owner: str) -> bool:
     """The supervisor still holds the run; False when it has lost the lease (re-queued, cancelled by
     `reap`, or claimed by another supervisor): the caller must stop its trainer and write nothing more."""
-    return bool(Run.objects.filter(pk=run_id, state=Run.RUNNING, supervisor=owner)
+    return bool(Run.objects.filter(pk=run_id, state__in=Run.SUPERVISED, supervisor=owner)
                 .update(heartbeat_at=timezone.now()))
+
+
+def engine_job(run: Run, owner: str, engine: str, job_id: str, attempt: int | None = None) -> bool:
+    """The engine and job the supervisor submitted the run as (or found it as), recorded before anything else
+    is: a worker that takes the run over re-attaches to this job instead of submitting another (DESIGN §4.9)."""
+    fields = {"engine": engine, "engine_job_id": job_id}
+    if attempt is not None:
+        fields["engine_attempt"] = attempt
+    return bool(Run.objects.filter(pk=run.pk, state__in=Run.SUPERVISED, supervisor=owner).update(**fields))
+
+
+def engine_state(run: Run, owner: str, state: str, reason: str = "", log_tail: str | None = None) -> bool:
+    """What the engine says of the run's job: `pending` (waiting in its queue, with its reason) or `running`.
+    Watchers are told when the state or the reason changes; the log tail is kept for the run page."""
+    fields = {"state": state, "engine_reason": reason[:500]}
+    if log_tail is not None:
+        fields["engine_log_tail"] = log_tail
+    with transaction.atomic():
+        current = Run.objects.filter(pk=run.pk, state__in=Run.SUPERVISED, supervisor=owner).values_list(
+            "state", "engine_reason").first()
+        if current is None:
+            return False
+        Run.objects.filter(pk=run.pk).update(**fields)
+        if current != (state, reason[:500]):
+            announce(run.pk)
+    return True
 
 
 def hand_back(run: Run, owner: str, message: str) -> bool:
     """The worker is shutting down and the trainer has checkpointed: the run is queued to resume on
     the next worker instead of ending (nobody cancelled it)."""
     with transaction.atomic():
-        handed = Run.objects.filter(pk=run.pk, state=Run.RUNNING, supervisor=owner).update(
+        handed = Run.objects.filter(pk=run.pk, state__in=Run.SUPERVISED, supervisor=owner).update(
             state=Run.QUEUED, resume_requested=True, message=message, supervisor="", heartbeat_at=None)
         if handed:
             announce(run.pk)
@@ -152,7 +181,7 @@ def finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tai
     with transaction.atomic():
         rows = Run.objects.filter(pk=run.pk)
         if owner is not None:
-            rows = rows.filter(state=Run.RUNNING, supervisor=owner)
+            rows = rows.filter(state__in=Run.SUPERVISED, supervisor=owner)
         finished = rows.update(
             state=state,
             message=message,
@@ -185,7 +214,7 @@ def reap(now=None) -> dict:
     twice at once: each run is re-checked under a row lock."""
     now = now or timezone.now()
     # a run trained elsewhere has no supervisor to lose: its silence is the `stalled` rule's business
-    orphans = list(Run.objects.filter(_lease_expired(now), state=Run.RUNNING, source=Run.EVOLAB)
+    orphans = list(Run.objects.filter(_lease_expired(now), state__in=Run.SUPERVISED, source=Run.EVOLAB)
                    .values_list("pk", flat=True))
     outcomes = {"resumed": [], "failed": [], "cancelled": [], "redispatched": []}
     for run_id in orphans:
@@ -210,7 +239,7 @@ def reap_run(run_id: int, now=None) -> str | None:
 
     now = now or timezone.now()
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(_lease_expired(now), pk=run_id, state=Run.RUNNING,
+        run = Run.objects.select_for_update().filter(_lease_expired(now), pk=run_id, state__in=Run.SUPERVISED,
                                                      source=Run.EVOLAB).first()
         if run is None:
             return None

@@ -29,9 +29,13 @@ class RunQuerySet(models.QuerySet):
 
 
 class Run(models.Model):
-    QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED = "queued", "running", "succeeded", "failed", "cancelled"
-    STATES = [(s, s) for s in (QUEUED, RUNNING, SUCCEEDED, FAILED, CANCELLED)]
+    QUEUED, PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED = (
+        "queued", "pending", "running", "succeeded", "failed", "cancelled")
+    STATES = [(s, s) for s in (QUEUED, PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED)]
     TERMINAL = {SUCCEEDED, FAILED, CANCELLED}
+    # A worker's supervisor holds the run (its lease): `pending` while the cluster engine it submitted the
+    # run to has not started it yet (DESIGN §4.9), `running` once it trains.
+    SUPERVISED = (PENDING, RUNNING)
     # Who trains it (DESIGN §4.8): a worker of this Evolab, or a trainer anywhere that reports over HTTP
     # (MLflow's protocol, the rollouts endpoint); an external run has no worker and may have no prompt set.
     EVOLAB, EXTERNAL = "evolab", "external"
@@ -59,9 +63,24 @@ class Run(models.Model):
     max_steps = models.PositiveIntegerField()
     seed = models.IntegerField(default=0)
     queue = models.CharField(max_length=50, default="cpu")
-    # GPUs the trainer uses: 0 or 1 starts `python -m rl.train`, more starts it under
+    # GPUs the trainer uses (on each node): 0 or 1 starts `python -m rl.train`, more starts it under
     # `accelerate launch` with the DeepSpeed config shipped in rl/.
     gpus = models.PositiveSmallIntegerField(default=0)
+    # Nodes the run trains on: more than one needs a cluster engine (DESIGN §4.9)
+    nodes = models.PositiveSmallIntegerField(default=1, db_default=1)
+    # The cluster engine that trains it (DESIGN §4.9): "local" (the worker's child), "slurm" or "ray"; which
+    # the worker that took the run uses (EVOLAB_TRAINER_LAUNCHER). With an engine the worker only submits
+    # the job and watches it: its id, the engine's word on it (a pending reason, an end state) and the tail
+    # of its log are kept here, where the pages read them and another worker re-attaches to it.
+    engine = models.CharField(max_length=10, blank=True)
+    engine_job_id = models.CharField(max_length=100, blank=True)
+    engine_reason = models.CharField(max_length=500, blank=True)
+    engine_log_tail = models.TextField(blank=True)
+    # Submissions of the run to an engine so far: the next job's name is evolab-run-{id}-{attempt}, chosen
+    # before it is submitted, so a worker that died in between finds it by name
+    engine_attempt = models.PositiveSmallIntegerField(default=0)
+    # A run's own Slurm options, over the worker's: partition, account, time_limit, sbatch (extra options)
+    engine_options = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
     cloned_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="clones")
 
@@ -153,6 +172,13 @@ class Run(models.Model):
             "hyperparameters": self.training_hyperparameters(),
         }
 
+    def engine_json(self) -> dict | None:
+        """The engine that trains the run and its job (DESIGN §4.9), None before a worker took it."""
+        if not self.engine:
+            return None
+        return {"name": self.engine, "job_id": self.engine_job_id or None, "reason": self.engine_reason,
+                "log_tail": self.engine_log_tail, "options": self.engine_options}
+
     def training_hyperparameters(self) -> dict:
         return {k: v for k, v in self.hyperparameters.items() if k != "alert_rules"}
 
@@ -181,6 +207,8 @@ class Run(models.Model):
             "seed": self.seed,
             "queue": self.queue,
             "gpus": self.gpus,
+            "nodes": self.nodes,
+            "engine": self.engine_json(),
             "source": self.source,
             "mlflow_run_id": self.mlflow_run_id,
             "trainer": self.trainer,

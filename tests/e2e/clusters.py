@@ -1,0 +1,362 @@
+"""Real cluster engines for the tests, on this machine's loopback addresses only: a Slurm cluster (Debian's
+slurm-wlm and munge: munged, slurmctld and two slurmd "nodes", every daemon a child of the test process, its
+state, spool, logs and munge key in a temporary folder, SLURM_CONF pointing at it; the system's /etc/slurm
+untouched), and a Ray cluster (the `ray` package from PyPI: a head and a second node process).
+
+Daemons run in the foreground as children of this process, which is made a child subreaper: the sandbox's PID 1
+reaps no orphan, and a daemon's stray child must not be left a zombie."""
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+PR_SET_CHILD_SUBREAPER = 36
+SLURM_BINARIES = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sacct", "sinfo")
+
+
+def free_port(host="127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def become_subreaper() -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def reap_orphans() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def slurm_missing() -> str | None:
+    missing = [b for b in SLURM_BINARIES if shutil.which(b) is None]
+    if missing:
+        return (f"Slurm's {', '.join(missing)} not installed: `make test` installs Debian's slurm-wlm and munge when "
+                f"it runs as root (apt-get install slurm-wlm munge)")
+    return None
+
+
+class SlurmCluster:
+    """munged, slurmctld and slurmd n1 and n2 (one CPU each, NodeAddr 127.0.0.1), jobs' completion logged to a
+    file (sacct -c) and remembered for an hour (MinJobAge), requeue allowed."""
+
+    def __init__(self):
+        self.root = Path(tempfile.mkdtemp(prefix="evolab-slurm-"))
+        self.processes: list[subprocess.Popen] = []
+        self.conf = self.root / "slurm.conf"
+
+    @property
+    def env(self) -> dict:
+        return {"SLURM_CONF": str(self.conf)}
+
+    def start(self, timeout: float = 60.0) -> "SlurmCluster":
+        become_subreaper()
+        root = self.root
+        os.chmod(root, 0o755)
+        munge = root / "munge"
+        munge.mkdir(mode=0o711)
+        os.chmod(munge, 0o711)  # munged wants the socket's folder executable by all, not writable by others
+        (munge / "munge.key").write_bytes(os.urandom(128))
+        os.chmod(munge / "munge.key", 0o400)
+        for folder in ("state", "spool/n1", "spool/n2", "log"):
+            (root / folder).mkdir(parents=True)
+        ctld, n1, n2 = free_port(), free_port(), free_port()
+        self.conf.write_text(f"""ClusterName=evolabtest
+SlurmctldHost=localhost(127.0.0.1)
+SlurmctldPort={ctld}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket={munge}/munge.socket
+MpiDefault=none
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/filetxt
+JobCompLoc={root}/log/jobcomp.txt
+ReturnToService=2
+MinJobAge=3600
+KillWait=10
+SchedulerParameters=sched_interval=2
+StateSaveLocation={root}/state
+SlurmdSpoolDir={root}/spool/%n
+SlurmctldPidFile={root}/slurmctld.pid
+SlurmdPidFile={root}/slurmd-%n.pid
+SlurmctldLogFile={root}/log/slurmctld.log
+SlurmdLogFile={root}/log/slurmd-%n.log
+MailProg=/bin/true
+NodeName=n1 NodeHostname=localhost NodeAddr=127.0.0.1 Port={n1} CPUs=1 RealMemory=4000 State=UNKNOWN
+NodeName=n2 NodeHostname=localhost NodeAddr=127.0.0.1 Port={n2} CPUs=1 RealMemory=4000 State=UNKNOWN
+PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
+""")
+        env = {**os.environ, **self.env}
+        self._start(env, "munged", "-F", f"--key-file={munge}/munge.key", f"--socket={munge}/munge.socket",
+                    f"--pid-file={munge}/munged.pid", f"--log-file={munge}/munged.log", f"--seed-file={munge}/munged.seed")
+        self._wait(lambda: (munge / "munge.socket").exists(), timeout, "munged's socket")
+        self._start(env, "slurmctld", "-D", "-i", "-f", str(self.conf))
+        self._start(env, "slurmd", "-D", "-N", "n1", "-f", str(self.conf))
+        self._start(env, "slurmd", "-D", "-N", "n2", "-f", str(self.conf))
+        self._wait(lambda: self.sinfo() == "idle 2", timeout, "two idle Slurm nodes")
+        return self
+
+    def _start(self, env, *argv) -> None:
+        log = open(self.root / "log" / f"{argv[0]}-{len(self.processes)}.out", "wb")
+        self.processes.append(subprocess.Popen(list(argv), env=env, stdout=log, stderr=subprocess.STDOUT,
+                                               start_new_session=True))
+
+    def _wait(self, ready, timeout, what) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            dead = [p.args[0] for p in self.processes if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                logs = "".join(p.read_text(errors="replace")[-1500:] for p in (self.root / "log").glob("*"))
+                raise RuntimeError(f"no {what} ({'exited: ' + ', '.join(dead) if dead else 'timed out'}):\n{logs}")
+            time.sleep(0.1)
+
+    def sinfo(self) -> str:
+        return self.run("sinfo", "--noheader", "--format=%T %D").stdout.strip()
+
+    def run(self, *argv) -> subprocess.CompletedProcess:
+        return subprocess.run(list(argv), env={**os.environ, **self.env}, capture_output=True, text=True, timeout=30)
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in reversed(self.processes):
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        reap_orphans()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def ray_binary() -> str:
+    """The `ray` command of the venv the tests run in (PyPI's ray, a requirement)."""
+    import sys
+
+    return str(Path(sys.executable).with_name("ray"))
+
+
+class RayCluster:
+    """A Ray head on 127.0.0.2 and a second node on 127.0.0.3, one CPU each, both `ray start --block` children of
+    this process. Kept on loopback: every address and port given, usage stats off and their report URL pointed at
+    a closed loopback port, and a HOME holding a ray_bootstrap_config.yaml (Ray then believes it is on a cluster it
+    launched itself and does not probe cloud metadata addresses). Worker ports sit below Ray's default range so the
+    two nodes' workers do not collide."""
+
+    HEAD, SECOND = "127.0.0.2", "127.0.0.3"
+
+    def __init__(self):
+        self.root = Path(tempfile.mkdtemp(prefix="evolab-ray-"))
+        self.home = self.root / "home"
+        self.processes: list[subprocess.Popen] = []
+        self.dashboard_port = free_port(self.HEAD)
+        self.gcs_port = free_port(self.HEAD)
+
+    @property
+    def address(self) -> str:
+        """The Jobs REST API's address, RAY_ADDRESS for the worker."""
+        return f"http://{self.HEAD}:{self.dashboard_port}"
+
+    @property
+    def env(self) -> dict:
+        """What every process that talks to the cluster is started with (the worker included)."""
+        return {"RAY_USAGE_STATS_ENABLED": "0", "RAY_USAGE_STATS_REPORT_URL": "http://127.0.0.1:9/usage",
+                "RAY_USAGE_STATS_PROMPT_ENABLED": "0", "HOME": str(self.home), "RAY_ADDRESS": self.address,
+                # a job waiting for resources it will never get fails after this (Ray's default is 15 minutes)
+                "RAY_JOB_START_TIMEOUT_SECONDS": "600", "RAY_DISABLE_IMPORT_WARNING": "1",
+                "RAY_RUNTIME_ENV_HOOK": "", "RAY_enable_open_telemetry": "false"}
+
+    def _ports(self, host: str, first_worker: int) -> list[str]:
+        return ["--node-ip-address", host, "--node-manager-port", str(free_port(host)),
+                "--object-manager-port", str(free_port(host)), "--metrics-export-port", str(free_port(host)),
+                "--dashboard-agent-listen-port", str(free_port(host)),
+                "--dashboard-agent-grpc-port", str(free_port(host)),
+                "--runtime-env-agent-port", str(free_port(host)),
+                "--min-worker-port", str(first_worker), "--max-worker-port", str(first_worker + 199)]
+
+    def start(self, timeout: float = 120.0) -> "RayCluster":
+        become_subreaper()
+        self.home.mkdir()
+        (self.home / "ray_bootstrap_config.yaml").write_text("cluster_name: evolab-test\nprovider:\n  type: local\n")
+        env = {**os.environ, **self.env}
+        env.pop("RAY_ADDRESS")  # the head is not yet there to join
+        first = 20000 + (os.getpid() % 50) * 400
+        self._start(env, "head", "--head", "--port", str(self.gcs_port), "--dashboard-host", self.HEAD,
+                    "--dashboard-port", str(self.dashboard_port), "--ray-client-server-port",
+                    str(free_port(self.HEAD)), "--temp-dir", str(self.root / "t"), "--num-cpus", "1",
+                    "--num-gpus", "0", "--disable-usage-stats", *self._ports(self.HEAD, first))
+        self._wait(self._head_answers, timeout, "Ray's job API")
+        self._start(env, "second", "--address", f"{self.HEAD}:{self.gcs_port}", "--num-cpus", "1", "--num-gpus", "0",
+                    "--disable-usage-stats", *self._ports(self.SECOND, first + 200))
+        self._wait(lambda: self.alive_nodes() == 2, timeout, "two live Ray nodes")
+        return self
+
+    def _start(self, env, name, *argv) -> None:
+        (self.root / "log").mkdir(exist_ok=True)
+        log = open(self.root / "log" / f"ray-{name}.out", "wb")
+        self.processes.append(subprocess.Popen([ray_binary(), "start", "--block", *argv], env=env, stdout=log,
+                                               stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True))
+
+    def _wait(self, ready, timeout, what) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            dead = [p.args[2:4] for p in self.processes if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                logs = "".join(p.read_text(errors="replace")[-2000:] for p in (self.root / "log").glob("*"))
+                raise RuntimeError(f"no {what} ({'exited' if dead else 'timed out'}):\n{logs}")
+            time.sleep(0.5)
+
+    def get(self, path: str):
+        import json
+        import urllib.request
+
+        with urllib.request.urlopen(self.address + path, timeout=10) as response:
+            return json.loads(response.read())
+
+    def _head_answers(self) -> bool:
+        try:
+            self.get("/api/jobs/")
+            return True
+        except OSError:
+            return False
+
+    def alive_nodes(self) -> int:
+        try:
+            nodes = self.get("/nodes?view=summary")["data"]["summary"]
+        except (OSError, KeyError, ValueError):
+            return 0
+        return sum(1 for node in nodes if node.get("raylet", {}).get("state") == "ALIVE")
+
+    def job(self, submission_id: str) -> dict:
+        return self.get(f"/api/jobs/{submission_id}")
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)  # `ray start --block` stops its node's processes on SIGTERM
+        for process in reversed(self.processes):
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        reap_orphans()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+# --- what leaves this machine: every socket of a cluster's processes, read from /proc ---------------------------
+
+def _descendants(roots: list[int]) -> set[int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = set(roots), list(roots)
+    while frontier:
+        pid = frontier.pop()
+        children = [child for child, parent in parents.items() if parent == pid and child not in found]
+        found.update(children)
+        frontier.extend(children)
+    return found
+
+
+def _socket_inodes(pids: set[int]) -> set[str]:
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    return inodes
+
+
+def _address(hex_address: str) -> str:
+    import ipaddress
+
+    host = hex_address.split(":")[0]
+    raw = bytes.fromhex(host)
+    if len(raw) == 4:
+        return str(ipaddress.IPv4Address(raw[::-1]))
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+    address = ipaddress.IPv6Address(words)
+    return str(address.ipv4_mapped or address)
+
+
+def _loopback(address: str) -> bool:
+    import ipaddress
+
+    parsed = ipaddress.ip_address(address)
+    return parsed.is_loopback or parsed.is_unspecified
+
+
+class ConnectionWatch:
+    """Samples, every `every` seconds while it runs, each TCP and UDP socket of the given processes and their
+    descendants, and notes the remote address of every one that has one: `outside` lists those not on loopback,
+    `seen` how many loopback peers were seen (so a watch that saw nothing cannot pass for one that saw no harm)."""
+
+    def __init__(self, roots, every: float = 0.25):
+        import threading
+
+        self.roots, self.every = roots, every
+        self.outside: set[str] = set()
+        self.seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+    def sample(self) -> None:
+        inodes = _socket_inodes(_descendants(list(self.roots())))
+        for table in ("tcp", "tcp6", "udp", "udp6"):
+            try:
+                lines = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
+            except OSError:
+                continue
+            for line in lines:
+                fields = line.split()
+                if len(fields) < 10 or fields[9] not in inodes:
+                    continue
+                remote = _address(fields[2])
+                port = int(fields[2].split(":")[1], 16)
+                if port == 0:
+                    continue  # a listening or unconnected socket
+                (self.seen if _loopback(remote) else self.outside).add(f"{remote}:{port} ({table})")

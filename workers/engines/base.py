@@ -1,0 +1,81 @@
+"""What every cluster engine does for a run's job: submit it, find it by name, say its state, stop it, read its log."""
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LOG_TAIL_CHARS = 4000
+
+
+class EngineError(Exception):
+    """The engine refused or could not be reached; the message says which and why."""
+
+
+@dataclass
+class JobSpec:
+    """One submission of a run: its job's name (evolab-run-{id}-{attempt}), what to run and where it writes."""
+
+    name: str
+    run_id: int
+    run_dir: Path
+    config_path: Path
+    code_dir: Path
+    python: str
+    nodes: int
+    gpus: int
+    resume: bool
+    options: dict = field(default_factory=dict)  # Slurm's partition, account, time_limit, sbatch
+    environment: dict = field(default_factory=dict)
+    accelerate_config: str | None = None
+
+    @property
+    def log_path(self) -> Path:
+        """Where the job's output goes (Slurm's --output): the run directory, on storage the workers share."""
+        return self.run_dir / "engine.log"
+
+
+@dataclass
+class JobState:
+    """The engine's word on a job. `phase`: pending (in its queue; `reason` says why), running, ended (`end`
+    says how: completed, failed, cancelled, timeout, node_fail, preempted, out_of_memory), or unknown (the
+    engine no longer knows the job)."""
+
+    phase: str
+    reason: str = ""
+    end: str | None = None
+    exit_code: int | None = None
+
+
+class Engine:
+    name = ""
+    title = ""
+
+    def submit(self, spec: JobSpec) -> str:
+        raise NotImplementedError
+
+    def find(self, name: str) -> str | None:
+        """The id of the job of that name, if the engine knows one (a worker that died between submitting and
+        recording the id)."""
+        raise NotImplementedError
+
+    def state(self, job_id: str) -> JobState:
+        raise NotImplementedError
+
+    def stop(self, job_id: str) -> None:
+        """Ask the trainer to checkpoint and end (SIGTERM to it), or take a job out of the queue."""
+        raise NotImplementedError
+
+    def kill(self, job_id: str) -> None:
+        """End the job now (a trainer that outlived the grace period)."""
+        raise NotImplementedError
+
+    def log_tail(self, job_id: str, spec_log: Path) -> str:
+        raise NotImplementedError
+
+
+def file_tail(path: Path, chars: int = LOG_TAIL_CHARS) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - chars))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
