@@ -90,6 +90,11 @@ def _watch(run: Run, owner: str, engine: Engine, job_id: str, spec: JobSpec) -> 
             state = _ask(engine.state, job_id) or state
             if state.phase in ("ended", "unknown"):
                 break
+            if stop_sent_at is not None and state.phase == "pending":
+                # taken out of the queue: Slurm forgets it at once; Ray keeps a stopped job `pending` until it
+                # would start, and then stops it before its entrypoint runs
+                state = JobState("ended", reason=f"stopped while waiting in {engine.title}'s queue", end="cancelled")
+                break
             log_tail = None
             if now >= next_log:
                 next_log = now + LOG_EVERY_S
@@ -158,7 +163,10 @@ def final_state(run: Run, engine: Engine, job_id: str, state: JobState, cancelle
             return reported, said
         return (Run.CANCELLED, said or "cancelled") if cancelled else (Run.SUCCEEDED, said)
     if cancelled and state.end in ("cancelled", "failed", None):
-        return Run.CANCELLED, said if reported == Run.CANCELLED else f"cancelled; {engine.title} stopped job {job_id}"
+        if reported == Run.CANCELLED:
+            return Run.CANCELLED, said
+        return Run.CANCELLED, f"cancelled; {engine.title} stopped job {job_id}" + (f" ({state.reason})" if state.reason
+                                                                                 else "")
     if state.end == "cancelled":
         return Run.CANCELLED, f"its {engine.title} job {job_id} was cancelled outside Evolab"
     if state.end in ENDS:

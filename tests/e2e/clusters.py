@@ -182,8 +182,7 @@ class RayCluster:
         return {"RAY_USAGE_STATS_ENABLED": "0", "RAY_USAGE_STATS_REPORT_URL": "http://127.0.0.1:9/usage",
                 "RAY_USAGE_STATS_PROMPT_ENABLED": "0", "HOME": str(self.home), "RAY_ADDRESS": self.address,
                 # a job waiting for resources it will never get fails after this (Ray's default is 15 minutes)
-                "RAY_JOB_START_TIMEOUT_SECONDS": "600", "RAY_DISABLE_IMPORT_WARNING": "1",
-                "RAY_RUNTIME_ENV_HOOK": "", "RAY_enable_open_telemetry": "false"}
+                "RAY_JOB_START_TIMEOUT_SECONDS": "600"}
 
     def _ports(self, host: str, first_worker: int) -> list[str]:
         return ["--node-ip-address", host, "--node-manager-port", str(free_port(host)),
@@ -199,7 +198,7 @@ class RayCluster:
         (self.home / "ray_bootstrap_config.yaml").write_text("cluster_name: evolab-test\nprovider:\n  type: local\n")
         env = {**os.environ, **self.env}
         env.pop("RAY_ADDRESS")  # the head is not yet there to join
-        first = 20000 + (os.getpid() % 50) * 400
+        first = 20000 + (os.getpid() % 30) * 400  # below the kernel's ephemeral ports, which free_port() hands out
         self._start(env, "head", "--head", "--port", str(self.gcs_port), "--dashboard-host", self.HEAD,
                     "--dashboard-port", str(self.dashboard_port), "--ray-client-server-port",
                     str(free_port(self.HEAD)), "--temp-dir", str(self.root / "t"), "--num-cpus", "1",
@@ -255,7 +254,7 @@ class RayCluster:
                 os.killpg(process.pid, signal.SIGTERM)  # `ray start --block` stops its node's processes on SIGTERM
         for process in reversed(self.processes):
             try:
-                process.wait(timeout=30)
+                process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
@@ -323,7 +322,7 @@ class ConnectionWatch:
     descendants, and notes the remote address of every one that has one: `outside` lists those not on loopback,
     `seen` how many loopback peers were seen (so a watch that saw nothing cannot pass for one that saw no harm)."""
 
-    def __init__(self, roots, every: float = 0.25):
+    def __init__(self, roots, every: float = 0.1):
         import threading
 
         self.roots, self.every = roots, every

@@ -62,16 +62,33 @@ ENGINE_LEASE = {"EVOLAB_RUN_LEASE_SECONDS": "5", "EVOLAB_RUN_HEARTBEAT_SECONDS":
                 "EVOLAB_RUN_REAP_EVERY_SECONDS": "1"}
 
 
-@pytest.fixture(scope="session")
+# Module-scoped: each engine's tests are one file, so each engine starts once per session and stops after its
+# file instead of idling (and being watched) through the rest of the suite.
+@pytest.fixture(scope="module")
 def slurm_cluster():
-    from tests.e2e.clusters import SlurmCluster, slurm_missing
+    from tests.e2e.clusters import ConnectionWatch, SlurmCluster, slurm_missing
 
     reason = slurm_missing()
     if reason:
         pytest.skip(reason)
     cluster = SlurmCluster().start()
     try:
-        yield cluster
+        # every socket of this test process's descendants, for the loopback test: the daemons, and the jobs'
+        # steps, which daemonize and are adopted by this process (the subreaper), with the stacks that use them
+        with ConnectionWatch(lambda: [os.getpid()]) as cluster.watch:
+            yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    from tests.e2e.clusters import ConnectionWatch, RayCluster
+
+    cluster = RayCluster().start()
+    try:
+        with ConnectionWatch(lambda: [os.getpid()]) as cluster.watch:
+            yield cluster
     finally:
         cluster.stop()
 
@@ -100,7 +117,8 @@ class EngineStack:
         self.stack.start_alerts_worker(self.prefix)
 
     def start_worker(self):
-        return self.stack.start_worker(self.prefix + "cpu")
+        # a worker that hands runs to an engine takes both queues: the cluster, not the worker, has the GPUs
+        return self.stack.start_worker(f"{self.prefix}cpu,{self.prefix}gpu")
 
     def stop(self):
         self.stack.stop()

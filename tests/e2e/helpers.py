@@ -106,3 +106,48 @@ def trainer_pids(run_dir) -> list[int]:
         if b"rl.train" in cmdline and needle in cmdline:
             found.append(int(entry.name))
     return found
+
+
+# --- runs on a cluster engine (tests/e2e/test_slurm_engine.py, test_ray_engine.py)
+
+DONE = ("succeeded", "failed", "cancelled")
+
+
+def launch_small_run(stack, user, name, max_steps, **extra) -> int:
+    """A small TTRL run launched through the API of `stack` (an EngineStack), on a prompt set of its own."""
+    from tests.factories import make_prompt_set
+
+    prompt_set = make_prompt_set(user, name=f"arith-{name}")
+    return stack.api.post("/runs", json={"name": name, "method": "ttrl", "prompt_set": prompt_set.pk,
+                                         "max_steps": max_steps, "hyperparameters": SMALL_TTRL, **extra})["id"]
+
+
+def assert_each_event_stored_once(run_id: int) -> None:
+    """Every event of the run's log is stored, once (a re-attached worker went on from last_seq)."""
+    from django.conf import settings
+
+    from webapp.runs.models import RunEvent
+
+    logged = [json.loads(line)["seq"] for line in (Path(settings.RUNS_DIR) / str(run_id) / "events.jsonl").open()]
+    stored = sorted(RunEvent.objects.filter(run_id=run_id).values_list("seq", flat=True))
+    assert len(logged) == len(set(logged)) and stored == sorted(logged)
+
+
+def statuses_of(run_id: int) -> list[tuple[str, str]]:
+    from webapp.runs.models import RunEvent
+
+    return [(p["state"], p.get("message", "")) for p in RunEvent.objects.filter(run_id=run_id, type="status")
+            .order_by("seq").values_list("payload", flat=True)]
+
+
+def metric_steps(run_id: int) -> list[int]:
+    from webapp.runs.models import RunEvent
+
+    return list(RunEvent.objects.filter(run_id=run_id, type="metrics").order_by("seq").values_list("step", flat=True))
+
+
+def assert_only_loopback(cluster) -> None:
+    """What the cluster's processes connected to while it ran: loopback peers only, and some were seen."""
+    cluster.watch.sample()
+    assert cluster.watch.seen, "the connection watch saw no connection at all: it cannot have watched"
+    assert not cluster.watch.outside, f"connections left loopback: {sorted(cluster.watch.outside)}"

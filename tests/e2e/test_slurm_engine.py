@@ -4,20 +4,17 @@ submits (`sbatch`) and watches (`scontrol`, `sacct`), it is not the trainer's pa
 as `pending` with Slurm's reason while the cluster is full, cancels cleanly, is re-attached by a second worker
 when its worker is killed (no second job, every event once, the steps unbroken), and resumes from its checkpoint
 when Slurm requeues its job. A 2-node run stands in for a multi-node one: two ranks on CPU (gloo)."""
-import json
 import os
 import signal
 from pathlib import Path
 
 import pytest
 
-from tests.e2e.helpers import SMALL_TTRL
-from tests.factories import make_prompt_set
+from tests.e2e.helpers import (DONE, SMALL_TTRL, assert_each_event_stored_once, assert_only_loopback,
+                               launch_small_run, metric_steps, statuses_of)
 from webapp.runs.models import Run, RunEvent
 
 pytestmark = pytest.mark.e2e
-
-DONE = ("succeeded", "failed", "cancelled")
 
 
 @pytest.fixture
@@ -25,27 +22,13 @@ def slurm(slurm_cluster, engine_stack):
     return engine_stack({"EVOLAB_TRAINER_LAUNCHER": "slurm", **slurm_cluster.env})
 
 
-def launch(stack, user, name, max_steps, **extra):
-    prompt_set = make_prompt_set(user, name=f"arith-{name}")
-    return stack.api.post("/runs", json={"name": name, "method": "ttrl", "prompt_set": prompt_set.pk,
-                                         "max_steps": max_steps, "hyperparameters": SMALL_TTRL, **extra})["id"]
-
-
 def job_state(cluster, job_id) -> str:
     shown = cluster.run("scontrol", "--oneliner", "show", "job", job_id).stdout
     return dict(part.split("=", 1) for part in shown.split() if "=" in part).get("JobState", "")
 
 
-def events_once(run_id):
-    from django.conf import settings
-
-    logged = [json.loads(line)["seq"] for line in (Path(settings.RUNS_DIR) / str(run_id) / "events.jsonl").open()]
-    stored = sorted(RunEvent.objects.filter(run_id=run_id).values_list("seq", flat=True))
-    assert len(logged) == len(set(logged)) and stored == sorted(logged)
-
-
 def test_a_run_trains_as_a_slurm_job_and_its_page_shows_the_job(slurm, slurm_cluster, live_user):
-    run_id = launch(slurm, live_user, "slurm-ok", max_steps=3)
+    run_id = launch_small_run(slurm, live_user, "slurm-ok", max_steps=3)
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=240)
     assert run["state"] == "succeeded" and run["last_step"] == 3, run
     engine = run["engine"]
@@ -55,19 +38,19 @@ def test_a_run_trains_as_a_slurm_job_and_its_page_shows_the_job(slurm, slurm_clu
     assert job_state(slurm_cluster, engine["job_id"]) == "COMPLETED"
     # the job's output, as Slurm wrote it, on the run's page
     assert f"evolab: evolab-run-{run_id}-1: Slurm job {engine['job_id']} on n" in engine["log_tail"], engine
-    events_once(run_id)
+    assert_each_event_stored_once(run_id)
 
 
 def test_a_two_node_run_trains_two_ranks_through_srun(slurm, slurm_cluster, live_user):
-    run_id = launch(slurm, live_user, "slurm-two-nodes", max_steps=2, nodes=2)
+    run_id = launch_small_run(slurm, live_user, "slurm-two-nodes", max_steps=2, nodes=2)
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=300)
-    assert run["state"] == "succeeded" and run["last_step"] == 2, run
+    assert run["state"] == "succeeded" and run["last_step"] == 2, (run["message"], run["engine"])
     nodes = slurm_cluster.run("scontrol", "--oneliner", "show", "job", run["engine"]["job_id"]).stdout
     assert "NumNodes=2" in nodes and "NodeList=n[1-2]" in nodes
 
 
 def test_a_run_the_cluster_cannot_hold_waits_pending_with_slurms_reason_and_cancels(slurm, slurm_cluster, live_user):
-    run_id = launch(slurm, live_user, "slurm-too-big", max_steps=2, nodes=3)
+    run_id = launch_small_run(slurm, live_user, "slurm-too-big", max_steps=2, nodes=3)
     pending = slurm.api.wait_for(run_id, lambda r: r["state"] == "pending", timeout=60, what="pending")
     assert pending["engine"]["reason"].startswith("pending in Slurm: "), pending
     job_id = pending["engine"]["job_id"]
@@ -78,7 +61,7 @@ def test_a_run_the_cluster_cannot_hold_waits_pending_with_slurms_reason_and_canc
 
 
 def test_a_cancelled_run_stops_its_job_which_checkpoints(slurm, slurm_cluster, live_user):
-    run_id = launch(slurm, live_user, "slurm-cancel", max_steps=40)
+    run_id = launch_small_run(slurm, live_user, "slurm-cancel", max_steps=40)
     slurm.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 1, timeout=180, what="step 1")
     job_id = Run.objects.get(pk=run_id).engine_job_id
     slurm.api.post(f"/runs/{run_id}/cancel")
@@ -89,7 +72,7 @@ def test_a_cancelled_run_stops_its_job_which_checkpoints(slurm, slurm_cluster, l
 
 
 def test_a_killed_worker_leaves_the_job_training_and_the_next_worker_re_attaches(slurm, slurm_cluster, live_user):
-    run_id = launch(slurm, live_user, "slurm-worker-killed", max_steps=30)
+    run_id = launch_small_run(slurm, live_user, "slurm-worker-killed", max_steps=30)
     slurm.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 1, timeout=180, what="step 1")
     job_id = Run.objects.get(pk=run_id).engine_job_id
     os.kill(slurm.worker.pid, signal.SIGKILL)
@@ -101,15 +84,13 @@ def test_a_killed_worker_leaves_the_job_training_and_the_next_worker_re_attaches
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=240)
     assert run["state"] == "succeeded" and run["last_step"] == 30, run
     assert run["engine"]["job_id"] == job_id and Run.objects.get(pk=run_id).engine_attempt == 1  # one job, never two
-    statuses = [p["state"] for p in RunEvent.objects.filter(run_id=run_id, type="status").values_list("payload", flat=True)]
-    assert statuses == ["running", "succeeded"]  # trained once, from step 1 to 30: no restart, no resume
-    steps = list(RunEvent.objects.filter(run_id=run_id, type="metrics").order_by("seq").values_list("step", flat=True))
-    assert steps == list(range(1, 31))
-    events_once(run_id)
+    assert [state for state, _ in statuses_of(run_id)] == ["running", "succeeded"]  # trained once, from step 1 to 30: no restart, no resume
+    assert metric_steps(run_id) == list(range(1, 31))
+    assert_each_event_stored_once(run_id)
 
 
 def test_a_job_slurm_requeues_resumes_from_its_checkpoint(slurm, slurm_cluster, live_user):
-    run_id = launch(slurm, live_user, "slurm-requeued", max_steps=8,
+    run_id = launch_small_run(slurm, live_user, "slurm-requeued", max_steps=8,
                     hyperparameters={**SMALL_TTRL, "save_every": 1})
     slurm.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 2, timeout=180, what="step 2")
     job_id = Run.objects.get(pk=run_id).engine_job_id
@@ -117,9 +98,16 @@ def test_a_job_slurm_requeues_resumes_from_its_checkpoint(slurm, slurm_cluster, 
     slurm_cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")  # eligible at once, not in 2 minutes
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=300)
     assert run["state"] == "succeeded" and run["last_step"] == 8, run
-    running = [p["message"] for p in RunEvent.objects.filter(run_id=run_id, type="status").order_by("seq")
-               .values_list("payload", flat=True) if p["state"] == "running"]
+    running = [message for state, message in statuses_of(run_id) if state == "running"]
     assert len(running) == 2 and running[1].startswith("resumed from checkpoints/"), running
     assert ", restart 1, --resume" in (Path(Run.objects.get(pk=run_id).run_dir) / "engine.log").read_text()
     assert Run.objects.get(pk=run_id).engine_job_id == job_id  # Slurm ran the same job again
-    events_once(run_id)
+    assert_each_event_stored_once(run_id)
+
+
+def test_the_slurm_cluster_talked_to_loopback_only(slurm_cluster):
+    """Last in this file: every connection of munged, slurmctld, slurmd and the jobs' trainers, sampled through the
+    tests above, had a loopback peer."""
+    # a job step of its own, so that the daemons hold connections to watch even when this test runs alone
+    assert slurm_cluster.run("srun", "--nodes=2", "--ntasks=2", "sleep", "3").returncode == 0
+    assert_only_loopback(slurm_cluster)

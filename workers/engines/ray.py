@@ -46,7 +46,9 @@ class RayJobs(Engine):
                                     accelerate_config=spec.accelerate_config)
         one_node = spec.nodes == 1
         body = {"entrypoint": entrypoint, "submission_id": spec.name,
-                "runtime_env": {"env_vars": {k: str(v) for k, v in spec.environment.items()}},
+                # PYTHONPATH: the node launchers' tasks start in Ray's worker folder, not the job's `cd`
+                "runtime_env": {"env_vars": {**{k: str(v) for k, v in spec.environment.items()},
+                                             "PYTHONPATH": str(spec.code_dir)}},
                 # one node: the driver is the trainer and takes the run's resources; several: the driver only
                 # places one bundle per node (rl/ray_launch.py), which take them
                 "entrypoint_num_cpus": 1 if one_node else 0, "entrypoint_num_gpus": spec.gpus if one_node else 0,

@@ -1,0 +1,87 @@
+"""Runs handed to a real Ray cluster (DESIGN §4.9): PyPI's ray, a head on 127.0.0.2 and a second node on 127.0.0.3,
+one CPU each, started once per session (tests/e2e/clusters.py). The worker submits each run through the Ray Jobs
+REST API and only watches it: a 2-node run trains two ranks (gloo) placed on both nodes, a run Ray cannot place
+waits `pending` with Ray's reason, a cancel stops the Ray job after the trainer checkpointed, and a killed worker
+leaves the job training for a second worker that re-attaches to it (no second job, every event once, the steps
+unbroken). Ray started naively dials cloud metadata addresses and posts usage reports: the last test checks that
+every connection of the cluster's processes stayed on loopback."""
+import os
+import signal
+
+import pytest
+
+from tests.e2e.helpers import (DONE, assert_each_event_stored_once, assert_only_loopback, launch_small_run,
+                               metric_steps, statuses_of)
+from webapp.runs.models import Rollout, Run, RunEvent
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def ray(ray_cluster, engine_stack):
+    return engine_stack({"EVOLAB_TRAINER_LAUNCHER": "ray", "RAY_ADDRESS": ray_cluster.address})
+
+
+def test_a_two_node_run_trains_as_one_ray_job_across_both_nodes(ray, ray_cluster, live_user):
+    run_id = launch_small_run(ray, live_user, "ray-two-nodes", max_steps=2, nodes=2)
+    run = ray.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=300)
+    assert run["state"] == "succeeded" and run["last_step"] == 2, (run["message"], run["engine"])
+    engine = run["engine"]
+    assert engine["name"] == "ray" and engine["job_id"] == f"evolab-run-{run_id}-1", engine
+    job = ray_cluster.job(engine["job_id"])
+    assert job["status"] == "SUCCEEDED" and "rl.ray_launch --nodes 2" in job["entrypoint"]
+    assert "evolab: Ray job on 2 node(s), from the start" in engine["log_tail"], engine  # the job's log, on the page
+    # each node's launcher ran on its own node (STRICT_SPREAD): the ranks met at the first node's address
+    assert {n["raylet"]["nodeManagerAddress"] for n in ray_cluster.get("/nodes?view=summary")["data"]["summary"]} \
+        == {ray_cluster.HEAD, ray_cluster.SECOND}
+    # each prompt's 8 rollouts, generated half on each rank, were voted on together
+    assert sorted(Rollout.objects.filter(run_id=run_id, step=1).values_list("index", flat=True)) == sorted(
+        list(range(8)) * 2)
+    assert_each_event_stored_once(run_id)
+
+
+def test_a_run_ray_cannot_place_waits_pending_with_rays_reason_and_cancels(ray, ray_cluster, live_user):
+    run_id = launch_small_run(ray, live_user, "ray-needs-a-gpu", max_steps=2, gpus=1)
+    pending = ray.api.wait_for(run_id, lambda r: r["state"] == "pending", timeout=60, what="pending")
+    assert pending["engine"]["reason"].startswith("pending in Ray: Job has not started yet"), pending
+    assert ray_cluster.job(pending["engine"]["job_id"])["status"] == "PENDING"
+    ray.api.post(f"/runs/{run_id}/cancel")
+    run = ray.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=60)
+    assert run["state"] == "cancelled" and "stopped while waiting in Ray's queue" in run["message"], run
+
+
+def test_a_cancelled_run_stops_its_ray_job_after_a_checkpoint(ray, ray_cluster, live_user):
+    run_id = launch_small_run(ray, live_user, "ray-cancel", max_steps=40)
+    ray.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 1, timeout=180, what="step 1")
+    ray.api.post(f"/runs/{run_id}/cancel")
+    run = ray.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=120)
+    assert run["state"] == "cancelled" and run["last_step"] < 40, run
+    assert ray_cluster.job(run["engine"]["job_id"])["status"] == "STOPPED"
+    assert RunEvent.objects.filter(run_id=run_id, type="checkpoint").exists()  # the trainer saved before it ended
+
+
+def test_a_killed_worker_leaves_the_ray_job_training_and_the_next_worker_re_attaches(ray, ray_cluster, live_user):
+    run_id = launch_small_run(ray, live_user, "ray-worker-killed", max_steps=30)
+    ray.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 1, timeout=180, what="step 1")
+    job_id = Run.objects.get(pk=run_id).engine_job_id
+    os.kill(ray.worker.pid, signal.SIGKILL)
+    ray.worker.wait()
+    requeued = ray.api.wait_for(run_id, lambda r: r["state"] == "queued", timeout=30, what="the lease check")
+    assert "stopped answering" in requeued["message"]
+    assert ray_cluster.job(job_id)["status"] == "RUNNING"  # training went on without its worker
+    ray.start_worker()
+    run = ray.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=240)
+    assert run["state"] == "succeeded" and run["last_step"] == 30, run
+    assert run["engine"]["job_id"] == job_id and Run.objects.get(pk=run_id).engine_attempt == 1  # one job, never two
+    assert [state for state, _ in statuses_of(run_id)] == ["running", "succeeded"]  # trained once, no resume
+    assert metric_steps(run_id) == list(range(1, 31))
+    assert_each_event_stored_once(run_id)
+
+
+def test_the_ray_cluster_talked_to_loopback_only(ray_cluster):
+    """Last in this file: the nodes kept the loopback addresses they were given (Ray rewrites 127.0.0.1 to the
+    host's address), and every connection of the cluster's processes, sampled through the tests above, had a
+    loopback peer: no metadata probe, no usage report."""
+    nodes = ray_cluster.get("/nodes?view=summary")["data"]["summary"]
+    assert {n["raylet"]["nodeManagerAddress"] for n in nodes} == {ray_cluster.HEAD, ray_cluster.SECOND}
+    assert_only_loopback(ray_cluster)
