@@ -53,6 +53,9 @@
         const notice = row.querySelector(".no-worker");
         if (notice) notice.remove();
       }
+      // waiting in a cluster engine's queue: the engine's reason, beside the state
+      const reason = row.querySelector('[data-field="engine-reason"]');
+      if (reason) reason.textContent = message.state === "pending" ? (message.engine_reason || "") : "";
     }
     const step = row.querySelector('[data-field="step"]');
     if (step) {

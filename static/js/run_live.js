@@ -275,7 +275,22 @@
     tick();
   }
 
+  // The cluster engine's job (DESIGN §4.9): its id, the engine's word on it, the tail of its log.
+  function showEngine(e) {
+    const box = document.getElementById("engine-job");
+    if (!box || !e || !e.title) return;
+    box.hidden = false;
+    setText("engine-title", e.title);
+    setText("engine-job-id", e.job_id || "being submitted");
+    setText("engine-reason", e.reason || "");
+    if (typeof e.log_tail === "string") {
+      setText("engine-log-tail", e.log_tail);
+      document.getElementById("engine-log").hidden = !e.log_tail;
+    }
+  }
+
   function applyRun(r) {
+    showEngine(r.engine);
     if (r.started_at && startedAt === null) startedAt = Date.parse(r.started_at);
     finishedAt = r.finished_at ? Date.parse(r.finished_at) : null;
     if (r.last_step !== null) { lastStep = r.last_step; setText("run-step", String(r.last_step)); }
@@ -348,7 +363,9 @@
       tick();
     },
     group: function (m) { addStepLink(m.step); if (addGroup(m)) drawHeatmap(); },
+    engine: showEngine,
     status: function (m) {
+      showEngine(m.engine);
       if (m.source === "trainer") {
         // The trainer says `running` each time it starts; after the first, it is a resume.
         if (m.state === "running") {

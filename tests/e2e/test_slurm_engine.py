@@ -9,9 +9,11 @@ import signal
 from pathlib import Path
 
 import pytest
+import requests
 
 from tests.e2e.helpers import (DONE, SMALL_TTRL, assert_each_event_stored_once, assert_only_loopback,
                                launch_small_run, metric_steps, statuses_of)
+from tests.factories import make_prompt_set
 from webapp.runs.models import Run, RunEvent
 
 pytestmark = pytest.mark.e2e
@@ -49,12 +51,15 @@ def test_a_two_node_run_trains_two_ranks_through_srun(slurm, slurm_cluster, live
     assert "NumNodes=2" in nodes and "NodeList=n[1-2]" in nodes
 
 
-def test_a_run_the_cluster_cannot_hold_waits_pending_with_slurms_reason_and_cancels(slurm, slurm_cluster, live_user):
+def test_a_run_the_cluster_cannot_hold_waits_pending_with_slurms_reason_and_cancels(slurm, slurm_cluster, live_user,
+                                                                                    session_key):
     run_id = launch_small_run(slurm, live_user, "slurm-too-big", max_steps=2, nodes=3)
     pending = slurm.api.wait_for(run_id, lambda r: r["state"] == "pending", timeout=60, what="pending")
     assert pending["engine"]["reason"].startswith("pending in Slurm: "), pending
     job_id = pending["engine"]["job_id"]
     assert job_state(slurm_cluster, job_id) == "PENDING"
+    listing = requests.get(slurm.url + "/", cookies={"sessionid": session_key}, timeout=30).text
+    assert f'>pending</span>\n      <span class="hint engine-reason" data-field="engine-reason">pending in Slurm: ' in listing
     slurm.api.post(f"/runs/{run_id}/cancel")
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=60)
     assert run["state"] == "cancelled" and job_state(slurm_cluster, job_id) == "CANCELLED", run
@@ -103,6 +108,32 @@ def test_a_job_slurm_requeues_resumes_from_its_checkpoint(slurm, slurm_cluster, 
     assert ", restart 1, --resume" in (Path(Run.objects.get(pk=run_id).run_dir) / "engine.log").read_text()
     assert Run.objects.get(pk=run_id).engine_job_id == job_id  # Slurm ran the same job again
     assert_each_event_stored_once(run_id)
+
+
+def test_a_run_launched_from_the_browser_trains_as_a_slurm_job_whose_page_shows_it(slurm, live_user, session_key,
+                                                                                  browser_page):
+    page = browser_page
+    prompt_set = make_prompt_set(live_user, name="arith-browser")
+    page.context.add_cookies([{"name": "sessionid", "value": session_key, "url": slurm.url}])
+    page.goto(slurm.url + f"/runs/new/?prompt_set={prompt_set.pk}")
+    page.fill("input[name=name]", "from-the-browser")
+    page.fill("input[name=max_steps]", "2")
+    page.click("#cluster-options summary")
+    page.fill("input[name=slurm_time_limit]", "an hour")
+    page.click("#launch-button")
+    # refused, naming the field, with every value kept
+    assert "time_limit must be in Slurm's format" in page.text_content("#error-slurm_time_limit")
+    assert page.input_value("input[name=name]") == "from-the-browser" and not Run.objects.exists()
+    page.fill("input[name=slurm_time_limit]", "30")
+    page.click("#launch-button")
+    page.wait_for_selector("#engine-job:not([hidden])")
+    page.wait_for_function("/^[0-9]+$/.test(document.getElementById('engine-job-id').textContent)")
+    assert page.text_content("#engine-title") == "Slurm"
+    page.wait_for_function("document.getElementById('run-state').textContent === 'succeeded'", timeout=240_000)
+    run = Run.objects.get(name="from-the-browser")
+    assert page.text_content("#engine-job-id") == run.engine_job_id
+    page.wait_for_function("document.getElementById('engine-log-tail').textContent.includes('evolab: evolab-run-')")
+    assert "#SBATCH --time=30" in (Path(run.run_dir) / f"evolab-run-{run.pk}-1.sbatch").read_text()
 
 
 def test_the_slurm_cluster_talked_to_loopback_only(slurm_cluster):

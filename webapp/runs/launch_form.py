@@ -35,7 +35,11 @@ SECTIONS = (
     ("evaluation", "Evaluation", ("eval_every", "eval_samples", "eval_temperature", "eval_top_p")),
 )
 _SECTIONED = {name for _, _, names in SECTIONS if names for name in names}
-TOP_FIELDS = ("name", "team", "prompt_set", "method", "model", "max_steps", "seed", "gpus", "eval_prompt_set", "tags")
+# The run's Slurm options (DESIGN §4.9) by their inputs' names; used when its worker hands runs to Slurm.
+SLURM_FIELDS = {"partition": "slurm_partition", "account": "slurm_account", "time_limit": "slurm_time_limit",
+                "sbatch": "slurm_sbatch"}
+TOP_FIELDS = ("name", "team", "prompt_set", "method", "model", "max_steps", "seed", "gpus", "nodes", "eval_prompt_set",
+              "tags", *SLURM_FIELDS.values())
 ALERTS_MARKER = "alert_rules_shown"
 
 
@@ -105,7 +109,8 @@ def initial_form(request) -> LaunchForm:
     values = {
         "name": "", "team": "", "prompt_set": request.GET.get("prompt_set", ""),
         "method": request.GET.get("method", "ttrl"), "model": "default", "max_steps": str(presets.SMALL_CPU_MAX_STEPS),
-        "seed": "0", "gpus": "", "eval_prompt_set": "", "tags": "", "cloned_from": "",
+        "seed": "0", "gpus": "", "nodes": "1", "eval_prompt_set": "", "tags": "", "cloned_from": "",
+        **{field: "" for field in SLURM_FIELDS.values()},
     }
     if values["method"] not in METHODS:
         values["method"] = "ttrl"
@@ -129,9 +134,9 @@ def initial_form(request) -> LaunchForm:
         values.update(
             name=f"{source.name} (clone)", team=str(source.team_id), prompt_set=str(source.prompt_set_id),
             method=source.method if source.method in METHODS else "ttrl", model=source.model,
-            max_steps=str(source.max_steps), seed=str(source.seed), gpus=str(source.gpus),
+            max_steps=str(source.max_steps), seed=str(source.seed), gpus=str(source.gpus), nodes=str(source.nodes),
             eval_prompt_set=str(source.eval_prompt_set_id or ""), tags=", ".join(source.tags or []),
-            cloned_from=str(source.pk),
+            cloned_from=str(source.pk), **_slurm_values(source.engine_options),
         )
         if source.method in METHODS:
             form.hyperparameters[source.method] = {**METHODS[source.method].defaults(), **source.training_hyperparameters()}
@@ -297,7 +302,9 @@ def submit(request):
         run = launch_run(
             user=user, name=values["name"], method=method, prompt_set=prompt_set, model=values["model"],
             hyperparameters=hyperparameters, max_steps=values["max_steps"], seed=values["seed"], gpus=values["gpus"],
-            eval_prompt_set=eval_prompt_set, tags=values["tags"], cloned_from=cloned_from,
+            eval_prompt_set=eval_prompt_set, tags=values["tags"], cloned_from=cloned_from, nodes=values["nodes"],
+            engine_options={name: values[field].split() if name == "sbatch" else values[field].strip()
+                            for name, field in SLURM_FIELDS.items()},
         )
     except PermissionDenied:
         raise
@@ -307,10 +314,18 @@ def submit(request):
     return run, None
 
 
+def _slurm_values(options: dict | None) -> dict:
+    options = options or {}
+    return {field: " ".join(options.get(name) or []) if name == "sbatch" else options.get(name, "")
+            for name, field in SLURM_FIELDS.items()}
+
+
 def error_key(method: str, field_name: str | None) -> str | None:
     """The form input an error's field names."""
     if not field_name:
         return None
+    if field_name.startswith("engine_options."):
+        return SLURM_FIELDS.get(field_name.split(".", 1)[1], "slurm_sbatch")
     if field_name in TOP_FIELDS:
         return field_name
     if field_name.startswith("alert_rules"):

@@ -51,7 +51,7 @@ def announce(run_id: int, extra: dict | None = None) -> None:
     run = Run.objects.get(pk=run_id)
     status = {"type": "status", "state": run.state, "message": run.message, **(extra or {})}
     if run.engine and run.engine != "local":
-        status["engine"] = {"name": run.engine, "job_id": run.engine_job_id, "reason": run.engine_reason}
+        status["engine"] = run.engine_json()
     push_on_commit(run_id=run.pk, messages=[status])
     push_on_commit(team_id=run.team_id, messages=[run_message(run)])
 
@@ -150,12 +150,15 @@ def engine_state(run: Run, owner: str, state: str, reason: str = "", log_tail: s
         fields["engine_log_tail"] = log_tail
     with transaction.atomic():
         current = Run.objects.filter(pk=run.pk, state__in=Run.SUPERVISED, supervisor=owner).values_list(
-            "state", "engine_reason").first()
+            "state", "engine_reason", "engine_log_tail").first()
         if current is None:
             return False
         Run.objects.filter(pk=run.pk).update(**fields)
-        if current != (state, reason[:500]):
+        if current[:2] != (state, reason[:500]):
             announce(run.pk)
+        elif log_tail is not None and log_tail != current[2]:
+            # the job's log grew: its page alone hears (the team's lists show no log)
+            push_on_commit(run_id=run.pk, messages=[{"type": "engine", **Run.objects.get(pk=run.pk).engine_json()}])
     return True
 
 

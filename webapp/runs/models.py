@@ -172,12 +172,19 @@ class Run(models.Model):
             "hyperparameters": self.training_hyperparameters(),
         }
 
+    ENGINE_TITLES = {"slurm": "Slurm", "ray": "Ray"}
+
+    @property
+    def engine_title(self) -> str:
+        """The cluster engine's name as pages say it; "" for a run its worker trains as a child (`local`)."""
+        return self.ENGINE_TITLES.get(self.engine, "")
+
     def engine_json(self) -> dict | None:
         """The engine that trains the run and its job (DESIGN §4.9), None before a worker took it."""
         if not self.engine:
             return None
-        return {"name": self.engine, "job_id": self.engine_job_id or None, "reason": self.engine_reason,
-                "log_tail": self.engine_log_tail, "options": self.engine_options}
+        return {"name": self.engine, "title": self.engine_title, "job_id": self.engine_job_id or None,
+                "reason": self.engine_reason, "log_tail": self.engine_log_tail, "options": self.engine_options}
 
     def training_hyperparameters(self) -> dict:
         return {k: v for k, v in self.hyperparameters.items() if k != "alert_rules"}
