@@ -225,15 +225,13 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "evolab@localhost")
 # The trainer child process runs with this interpreter (the venv's).
 TRAINER_PYTHON = os.environ.get("EVOLAB_TRAINER_PYTHON", "")
 # Who trains a worker's runs (DESIGN §4.9, workers/engines): "local" (the worker's child process), "slurm" (one
-# job per run through sbatch, or slurmrestd with SLURMRESTD_URL and SLURM_JWT) or "ray" (a Ray job per run through
-# the Jobs REST API of RAY_ADDRESS, http://HEAD:8265). With an engine the worker only submits and watches; the run
-# directories (EVOLAB_RUNS_DIR) must be on storage the engine's nodes share.
+# job per run through sbatch) or "ray" (a Ray job per run through the Jobs REST API of RAY_ADDRESS,
+# http://HEAD:8265). With an engine the worker only submits and watches; the run directories (EVOLAB_RUNS_DIR) must
+# be on storage the engine's nodes share.
 TRAINER_LAUNCHER = os.environ.get("EVOLAB_TRAINER_LAUNCHER", "local")
 RAY_ADDRESS = os.environ.get("RAY_ADDRESS", "")
+# Read only to refuse it: submitting through slurmrestd is not supported (docs/cluster-engines.md)
 SLURMRESTD_URL = os.environ.get("SLURMRESTD_URL", "")
-SLURM_JWT = os.environ.get("SLURM_JWT", "")
-SLURMRESTD_USER = os.environ.get("SLURMRESTD_USER", os.environ.get("USER", "root"))
-SLURMRESTD_API = os.environ.get("EVOLAB_SLURMRESTD_API", "v0.0.38")
 # The worker's Slurm options (a run's own, from the launch form or API, go over them); checked when the worker starts
 SLURM_OPTIONS = {key: value for key, value in (
     ("partition", os.environ.get("EVOLAB_SLURM_PARTITION", "")), ("account", os.environ.get("EVOLAB_SLURM_ACCOUNT", "")),

@@ -174,6 +174,6 @@ def final_state(run: Run, engine: Engine, job_id: str, state: JobState, cancelle
     if reported == Run.FAILED and said:
         return Run.FAILED, said
     if state.phase == "unknown":
-        return Run.FAILED, f"{engine.title} no longer knows job {job_id}: {state.reason}"
+        return Run.FAILED, state.reason or f"{engine.title} no longer knows job {job_id}"
     code = f" (exit code {state.exit_code})" if state.exit_code else ""
     return Run.FAILED, f"its {engine.title} job {job_id} failed{code}" + (f": {state.reason}" if state.reason else "")

@@ -66,7 +66,8 @@ ENGINE_LEASE = {"EVOLAB_RUN_LEASE_SECONDS": "5", "EVOLAB_RUN_HEARTBEAT_SECONDS":
 # file instead of idling (and being watched) through the rest of the suite.
 @pytest.fixture(scope="module")
 def slurm_cluster():
-    from tests.e2e.clusters import ConnectionWatch, SlurmCluster, slurm_missing
+    from scripts.clusters import SlurmCluster, slurm_missing
+    from tests.e2e.connection_watch import ConnectionWatch
 
     reason = slurm_missing()
     if reason:
@@ -83,7 +84,8 @@ def slurm_cluster():
 
 @pytest.fixture(scope="module")
 def ray_cluster():
-    from tests.e2e.clusters import ConnectionWatch, RayCluster
+    from scripts.clusters import RayCluster
+    from tests.e2e.connection_watch import ConnectionWatch
 
     cluster = RayCluster().start()
     try:

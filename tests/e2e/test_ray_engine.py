@@ -1,5 +1,5 @@
 """Runs handed to a real Ray cluster (DESIGN §4.9): PyPI's ray, a head on 127.0.0.2 and a second node on 127.0.0.3,
-one CPU each, started once per session (tests/e2e/clusters.py). The worker submits each run through the Ray Jobs
+one CPU each, started once per session (scripts/clusters.py). The worker submits each run through the Ray Jobs
 REST API and only watches it: a 2-node run trains two ranks (gloo) placed on both nodes, a run Ray cannot place
 waits `pending` with Ray's reason, a cancel stops the Ray job after the trainer checkpointed, and a killed worker
 leaves the job training for a second worker that re-attaches to it (no second job, every event once, the steps

@@ -1,8 +1,11 @@
 """What every cluster engine does for a run's job: submit it, find it by name, say its state, stop it, read its log."""
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 LOG_TAIL_CHARS = 4000
+# a terminal's colour and cursor codes (Ray colours its log): shown as text on the run page they are noise
+TERMINAL_CODES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 
 
 class EngineError(Exception):
@@ -71,11 +74,16 @@ class Engine:
         raise NotImplementedError
 
 
+def log_tail(text: str, chars: int = LOG_TAIL_CHARS) -> str:
+    """The end of a job's log as the run page shows it: plain text, its last `chars` characters."""
+    return TERMINAL_CODES.sub("", text)[-chars:]
+
+
 def file_tail(path: Path, chars: int = LOG_TAIL_CHARS) -> str:
     try:
         with open(path, "rb") as f:
             f.seek(0, 2)
-            f.seek(max(0, f.tell() - chars))
-            return f.read().decode("utf-8", "replace")
+            f.seek(max(0, f.tell() - 2 * chars))  # room for the codes log_tail drops
+            return log_tail(f.read().decode("utf-8", "replace"), chars)
     except OSError:
         return ""

@@ -9,7 +9,7 @@ import urllib.request
 
 from rl.launch import ray_entrypoint
 
-from .base import LOG_TAIL_CHARS, Engine, EngineError, JobSpec, JobState
+from .base import Engine, EngineError, JobSpec, JobState, log_tail
 
 TIMEOUT_S = 30
 ENDS = {"SUCCEEDED": "completed", "FAILED": "failed", "STOPPED": "cancelled"}
@@ -79,4 +79,4 @@ class RayJobs(Engine):
 
     def log_tail(self, job_id: str, spec_log) -> str:
         logs = self._call("GET", f"{job_id}/logs", missing_ok=True) or {}
-        return (logs.get("logs") or "")[-LOG_TAIL_CHARS:]
+        return log_tail(logs.get("logs") or "")

@@ -1,10 +1,16 @@
-"""Real cluster engines for the tests, on this machine's loopback addresses only: a Slurm cluster (Debian's
-slurm-wlm and munge: munged, slurmctld and two slurmd "nodes", every daemon a child of the test process, its
-state, spool, logs and munge key in a temporary folder, SLURM_CONF pointing at it; the system's /etc/slurm
-untouched), and a Ray cluster (the `ray` package from PyPI: a head and a second node process).
+"""A local cluster engine on this machine's loopback addresses only, for trying Evolab's cluster launchers (README,
+"Run on a cluster") and for the tests (tests/e2e/test_slurm_engine.py, test_ray_engine.py):
 
-Daemons run in the foreground as children of this process, which is made a child subreaper: the sandbox's PID 1
-reaps no orphan, and a daemon's stray child must not be left a zombie."""
+    .venv/bin/python scripts/clusters.py ray     # a Ray head on 127.0.0.2 and a second node on 127.0.0.3
+    .venv/bin/python scripts/clusters.py slurm   # as root: munged, slurmctld and two slurmd nodes
+
+Each prints the variables a worker needs and runs until Ctrl-C or SIGTERM, then stops its daemons and removes its
+folder. Slurm: Debian's slurm-wlm and munge, every daemon a child of this process, its state, spool, logs and munge
+key in a temporary folder that SLURM_CONF names (the system's /etc/slurm untouched). Ray: the `ray` package from
+PyPI, usage reports off and no cloud metadata probe.
+
+Daemons run in the foreground as children of this process, which is made a child subreaper: a container's PID 1
+may reap no orphan, and a daemon's stray child (a job step that daemonized) must not be left a zombie."""
 import ctypes
 import os
 import shutil
@@ -262,100 +268,36 @@ class RayCluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-# --- what leaves this machine: every socket of a cluster's processes, read from /proc ---------------------------
+def main(argv=None) -> int:
+    import argparse
 
-def _descendants(roots: list[int]) -> set[int]:
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-    found, frontier = set(roots), list(roots)
-    while frontier:
-        pid = frontier.pop()
-        children = [child for child, parent in parents.items() if parent == pid and child not in found]
-        found.update(children)
-        frontier.extend(children)
-    return found
-
-
-def _socket_inodes(pids: set[int]) -> set[str]:
-    inodes = set()
-    for pid in pids:
-        try:
-            for fd in os.listdir(f"/proc/{pid}/fd"):
-                try:
-                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
-                except OSError:
-                    continue
-                if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
-        except OSError:
-            continue
-    return inodes
+    parser = argparse.ArgumentParser(prog="scripts/clusters.py", description="a local Slurm or Ray cluster on loopback")
+    parser.add_argument("engine", choices=("slurm", "ray"))
+    engine = parser.parse_args(argv).engine
+    if engine == "slurm" and slurm_missing():
+        parser.error(slurm_missing())
+    cluster = SlurmCluster() if engine == "slurm" else RayCluster()
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))
+    cluster.start()
+    try:
+        if engine == "slurm":
+            print(f"A Slurm cluster of two nodes (n1, n2) is up. For a worker, and for sbatch/squeue/scancel:\n\n"
+                  f"  export EVOLAB_TRAINER_LAUNCHER=slurm SLURM_CONF={cluster.conf}\n", flush=True)
+        else:
+            print(f"A Ray cluster of two nodes ({cluster.HEAD}, {cluster.SECOND}) is up; its dashboard is at "
+                  f"{cluster.address}. For a worker:\n\n"
+                  f"  export EVOLAB_TRAINER_LAUNCHER=ray RAY_ADDRESS={cluster.address}\n", flush=True)
+        print("Ctrl-C stops it.", flush=True)
+        while not stop:
+            time.sleep(0.5)
+            reap_orphans()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        cluster.stop()
+    return 0
 
 
-def _address(hex_address: str) -> str:
-    import ipaddress
-
-    host = hex_address.split(":")[0]
-    raw = bytes.fromhex(host)
-    if len(raw) == 4:
-        return str(ipaddress.IPv4Address(raw[::-1]))
-    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
-    address = ipaddress.IPv6Address(words)
-    return str(address.ipv4_mapped or address)
-
-
-def _loopback(address: str) -> bool:
-    import ipaddress
-
-    parsed = ipaddress.ip_address(address)
-    return parsed.is_loopback or parsed.is_unspecified
-
-
-class ConnectionWatch:
-    """Samples, every `every` seconds while it runs, each TCP and UDP socket of the given processes and their
-    descendants, and notes the remote address of every one that has one: `outside` lists those not on loopback,
-    `seen` how many loopback peers were seen (so a watch that saw nothing cannot pass for one that saw no harm)."""
-
-    def __init__(self, roots, every: float = 0.1):
-        import threading
-
-        self.roots, self.every = roots, every
-        self.outside: set[str] = set()
-        self.seen: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.every):
-            self.sample()
-
-    def sample(self) -> None:
-        inodes = _socket_inodes(_descendants(list(self.roots())))
-        for table in ("tcp", "tcp6", "udp", "udp6"):
-            try:
-                lines = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
-            except OSError:
-                continue
-            for line in lines:
-                fields = line.split()
-                if len(fields) < 10 or fields[9] not in inodes:
-                    continue
-                remote = _address(fields[2])
-                port = int(fields[2].split(":")[1], 16)
-                if port == 0:
-                    continue  # a listening or unconnected socket
-                (self.seen if _loopback(remote) else self.outside).add(f"{remote}:{port} ({table})")
+if __name__ == "__main__":
+    raise SystemExit(main())

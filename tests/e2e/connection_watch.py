@@ -1,0 +1,97 @@
+"""What leaves this machine while a test cluster runs: every socket of the test session's processes, read from
+/proc (tests/e2e/test_slurm_engine.py, test_ray_engine.py)."""
+import ipaddress
+import os
+import threading
+from pathlib import Path
+
+
+def _descendants(roots: list[int]) -> set[int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = set(roots), list(roots)
+    while frontier:
+        pid = frontier.pop()
+        children = [child for child, parent in parents.items() if parent == pid and child not in found]
+        found.update(children)
+        frontier.extend(children)
+    return found
+
+
+def _socket_inodes(pids: set[int]) -> set[str]:
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                try:
+                    target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    return inodes
+
+
+def _address(hex_address: str) -> str:
+    host = hex_address.split(":")[0]
+    raw = bytes.fromhex(host)
+    if len(raw) == 4:
+        return str(ipaddress.IPv4Address(raw[::-1]))
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, 16, 4))
+    address = ipaddress.IPv6Address(words)
+    return str(address.ipv4_mapped or address)
+
+
+def _loopback(address: str) -> bool:
+    parsed = ipaddress.ip_address(address)
+    return parsed.is_loopback or parsed.is_unspecified
+
+
+class ConnectionWatch:
+    """Samples, every `every` seconds while it runs, each TCP and UDP socket of the given processes and their
+    descendants, and notes the remote address of every one that has one: `outside` lists those not on loopback,
+    `seen` how many loopback peers were seen (so a watch that saw nothing cannot pass for one that saw no harm)."""
+
+    def __init__(self, roots, every: float = 0.1):
+        self.roots, self.every = roots, every
+        self.outside: set[str] = set()
+        self.seen: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            self.sample()
+
+    def sample(self) -> None:
+        inodes = _socket_inodes(_descendants(list(self.roots())))
+        for table in ("tcp", "tcp6", "udp", "udp6"):
+            try:
+                lines = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
+            except OSError:
+                continue
+            for line in lines:
+                fields = line.split()
+                if len(fields) < 10 or fields[9] not in inodes:
+                    continue
+                remote = _address(fields[2])
+                port = int(fields[2].split(":")[1], 16)
+                if port == 0:
+                    continue  # a listening or unconnected socket
+                (self.seen if _loopback(remote) else self.outside).add(f"{remote}:{port} ({table})")

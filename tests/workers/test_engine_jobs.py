@@ -1,0 +1,98 @@
+"""A worker with a cluster engine (DESIGN §4.9): how it refuses a setting it cannot honour, and how a job's end
+becomes the run's state and message. The engines themselves run for real in tests/e2e/test_slurm_engine.py and
+test_ray_engine.py."""
+import pytest
+
+from tests.factories import make_prompt_set
+from webapp.runs.ingestion import ingest_events
+from webapp.runs.models import Run
+from workers import engines
+from workers.engine_jobs import final_state
+from workers.engines import EngineError, JobState
+from workers.engines.base import file_tail
+from workers.supervisor import supervise
+
+pytestmark = pytest.mark.django_db
+
+
+class Titled:
+    name, title = "slurm", "Slurm"
+
+
+def make_run(user, **fields):
+    return Run.objects.create(prompt_set=make_prompt_set(user), name="r", method="ttrl", max_steps=4,
+                              created_by=user, **fields)
+
+
+def trainer_said(run, state, message, seq=0):
+    ingest_events(run, [{"type": "status", "seq": seq, "time": 1.0, "state": state, "message": message}])
+
+
+def test_it_refuses_slurmrestd_rather_than_submit_some_other_way(settings):
+    settings.SLURMRESTD_URL = "http://slurm-head:6820"
+    with pytest.raises(EngineError, match="unset it on the worker"):
+        engines.engine_named("slurm")
+
+
+def test_it_names_the_launchers_it_knows_when_given_another():
+    with pytest.raises(EngineError, match="local, slurm or ray"):
+        engines.engine_named("pbs")
+
+
+def test_a_ray_worker_without_an_address_says_what_to_set(settings):
+    settings.RAY_ADDRESS = ""
+    with pytest.raises(EngineError, match="RAY_ADDRESS"):
+        engines.engine_named("ray")
+
+
+def test_a_run_on_several_nodes_fails_at_once_on_a_local_worker(user, settings, tmp_path):
+    settings.RUNS_DIR = tmp_path
+    settings.TRAINER_LAUNCHER = "local"
+    run = make_run(user, nodes=2)
+    assert supervise(run.pk) == Run.FAILED
+    run.refresh_from_db()
+    assert "needs a cluster engine" in run.message and "EVOLAB_TRAINER_LAUNCHER=slurm or ray" in run.message
+
+
+@pytest.mark.parametrize("end, reason, expected", [
+    ("timeout", "", "its Slurm job 17 reached its time limit; resume the run to go on from its last checkpoint"),
+    ("node_fail", "", "a node of its Slurm job 17 failed; resume the run"),
+    ("preempted", "", "its Slurm job 17 was preempted and not requeued"),
+    ("out_of_memory", "", "its Slurm job 17 ran out of memory"),
+    ("failed", "NonZeroExitCode", "its Slurm job 17 failed (exit code 1): NonZeroExitCode"),
+])
+def test_an_engine_end_fails_the_run_saying_why(user, end, reason, expected):
+    run = make_run(user)
+    state, message = final_state(run, Titled(), "17", JobState("ended", reason=reason, end=end, exit_code=1), False)
+    assert state == Run.FAILED and message.startswith(expected), message
+
+
+def test_a_job_that_completed_takes_the_trainers_word_on_how_the_run_ended(user):
+    run = make_run(user)
+    trainer_said(run, "succeeded", "trained 4 steps")
+    assert final_state(run, Titled(), "17", JobState("ended", end="completed"), False) == (Run.SUCCEEDED,
+                                                                                           "trained 4 steps")
+    other = make_run(user)
+    trainer_said(other, "cancelled", "stopped after step 2 with a checkpoint")
+    assert final_state(other, Titled(), "18", JobState("ended", end="completed"), True) == (
+        Run.CANCELLED, "stopped after step 2 with a checkpoint")
+
+
+def test_a_job_cancelled_outside_evolab_cancels_the_run_saying_so(user):
+    run = make_run(user)
+    assert final_state(run, Titled(), "17", JobState("ended", end="cancelled"), False) == (
+        Run.CANCELLED, "its Slurm job 17 was cancelled outside Evolab")
+
+
+def test_a_job_the_engine_forgot_fails_the_run_with_the_engines_words(user):
+    run = make_run(user)
+    assert final_state(run, Titled(), "17", JobState("unknown", reason="Slurm no longer knows job 17"), False) == (
+        Run.FAILED, "Slurm no longer knows job 17")
+
+
+def test_a_jobs_log_tail_is_plain_text_and_its_end(tmp_path):
+    log = tmp_path / "engine.log"
+    log.write_text("start\n" + "x" * 5000 + "\nView the dashboard at \x1b[1m\x1b[32mhttp://127.0.0.2:8265 \x1b[39m\x1b[22m\n")
+    tail = file_tail(log, chars=100)
+    assert tail.endswith("View the dashboard at http://127.0.0.2:8265 \n") and len(tail) == 100
+    assert file_tail(tmp_path / "not-yet-written.log") == ""
