@@ -37,15 +37,19 @@ def supervise_job(run: Run, owner: str, engine: Engine) -> str | None:
     resume = run.resume_requested
     Run.objects.filter(pk=run.pk).update(resume_requested=False)
     try:
-        job_id, spec = _job_of(run, owner, engine, resume)
+        job = _job_of(run, owner, engine, resume)
     except EngineError as exc:
         lifecycle.finish(run, Run.FAILED, f"{engine.title} would not take the run: {exc}", None, "", owner=owner)
         return Run.FAILED
-    return _watch(run, owner, engine, job_id, spec)
+    if job is None:
+        lifecycle.finish(run, Run.CANCELLED, f"cancelled; its {engine.title} job had ended", None, "", owner=owner)
+        return Run.CANCELLED
+    return _watch(run, owner, engine, *job)
 
 
-def _job_of(run: Run, owner: str, engine: Engine, resume: bool) -> tuple[str, JobSpec]:
-    """The job the run has in this engine and still can be watched (a re-attach), else a new one."""
+def _job_of(run: Run, owner: str, engine: Engine, resume: bool) -> tuple[str, JobSpec] | None:
+    """The job the run has in this engine and the engine still knows (a re-attach: its log is read to the end),
+    else a new one; None for a cancelled run whose job the engine no longer knows (nothing to stop)."""
     known = run.engine_job_id if run.engine == engine.name else ""
     if not known and run.engine == engine.name and run.engine_attempt:
         known = engine.find(job_name(run, run.engine_attempt)) or ""  # submitted, not recorded: its worker died
@@ -53,6 +57,8 @@ def _job_of(run: Run, owner: str, engine: Engine, resume: bool) -> tuple[str, Jo
         lifecycle.engine_job(run, owner, engine.name, known)
         log.info("run %s: re-attached to %s job %s", run.pk, engine.title, known)
         return known, _spec(run, engine, run.engine_attempt, resume)
+    if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+        return None
     # a new job: a run that trained before resumes from its checkpoint
     resume = resume or RunEvent.objects.filter(run=run).exists()
     if not resume:

@@ -82,7 +82,8 @@ def _final_state(run: Run, exit_code: int, cancel_sent: bool) -> tuple[str, str]
 
 def supervise(run_id: int) -> str | None:
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    run = lifecycle.claim(run_id, owner)
+    # pending until the cluster engine says the job runs (a local trainer runs at once)
+    run = lifecycle.claim(run_id, owner, Run.RUNNING if settings.TRAINER_LAUNCHER == "local" else Run.PENDING)
     if run is None:
         log.info("run %s is not queued; nothing to do", run_id)
         return None

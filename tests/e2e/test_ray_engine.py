@@ -78,6 +78,24 @@ def test_a_killed_worker_leaves_the_ray_job_training_and_the_next_worker_re_atta
     assert_each_event_stored_once(run_id)
 
 
+def test_a_run_cancelled_while_its_worker_is_gone_has_its_job_stopped_by_the_next_worker(ray, ray_cluster, live_user):
+    run_id = launch_small_run(ray, live_user, "ray-cancelled-orphan", max_steps=40)
+    ray.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 1, timeout=180, what="step 1")
+    job_id = Run.objects.get(pk=run_id).engine_job_id
+    os.kill(ray.worker.pid, signal.SIGKILL)
+    ray.worker.wait()
+    ray.api.wait_for(run_id, lambda r: r["state"] == "queued", timeout=30, what="the lease check")
+    cancelling = ray.api.post(f"/runs/{run_id}/cancel")
+    # no worker to stop the job yet: the run waits for one, saying so, and its job trains on meanwhile
+    assert cancelling["state"] == "queued" and "the next worker to take the run stops its job" in cancelling["message"]
+    assert ray_cluster.job(job_id)["status"] == "RUNNING"
+    ray.start_worker()
+    run = ray.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=120)
+    assert run["state"] == "cancelled" and ray_cluster.job(job_id)["status"] == "STOPPED", run
+    assert Run.objects.get(pk=run_id).engine_attempt == 1  # stopped, never submitted again
+    assert RunEvent.objects.filter(run_id=run_id, type="checkpoint").exists()
+
+
 def test_the_ray_cluster_talked_to_loopback_only(ray_cluster):
     """Last in this file: the nodes kept the loopback addresses they were given (Ray rewrites 127.0.0.1 to the
     host's address), and every connection of the cluster's processes, sampled through the tests above, had a

@@ -110,6 +110,26 @@ def test_a_job_slurm_requeues_resumes_from_its_checkpoint(slurm, slurm_cluster, 
     assert_each_event_stored_once(run_id)
 
 
+def test_a_job_that_reaches_its_time_limit_fails_the_run_saying_so(slurm, slurm_cluster, live_user):
+    run_id = launch_small_run(slurm, live_user, "slurm-time-limit", max_steps=40)
+    slurm.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 1, timeout=180, what="step 1")
+    job_id = Run.objects.get(pk=run_id).engine_job_id
+    # the limit Slurm enforces, shortened to now: SIGTERM, then SIGKILL after KillWait
+    assert slurm_cluster.run("scontrol", "update", f"JobId={job_id}", "TimeLimit=0").returncode == 0
+    run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=120)
+    assert job_state(slurm_cluster, job_id) == "TIMEOUT"
+    assert run["state"] == "failed" and run["message"].startswith(
+        f"its Slurm job {job_id} reached its time limit; resume the run"), run["message"]
+
+
+def test_a_trainer_that_refuses_its_config_fails_the_job_and_the_run_with_its_words(slurm, slurm_cluster, live_user):
+    run_id = launch_small_run(slurm, live_user, "slurm-bad-model", max_steps=2, model="/no/such/model")
+    run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=120)
+    assert run["state"] == "failed" and "/no/such/model" in run["message"], run["message"]
+    assert job_state(slurm_cluster, run["engine"]["job_id"]) == "FAILED"
+    assert "/no/such/model" in run["engine"]["log_tail"]  # the trainer's stderr, in the job's log
+
+
 def test_a_run_launched_from_the_browser_trains_as_a_slurm_job_whose_page_shows_it(slurm, live_user, session_key,
                                                                                   browser_page):
     page = browser_page

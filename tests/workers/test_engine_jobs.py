@@ -96,3 +96,12 @@ def test_a_jobs_log_tail_is_plain_text_and_its_end(tmp_path):
     tail = file_tail(log, chars=100)
     assert tail.endswith("View the dashboard at http://127.0.0.2:8265 \n") and len(tail) == 100
     assert file_tail(tmp_path / "not-yet-written.log") == ""
+
+
+def test_a_resumed_run_forgets_its_ended_job_so_that_a_new_one_is_submitted(user):
+    from webapp.runs import lifecycle
+
+    run = make_run(user, state=Run.FAILED, engine="slurm", engine_job_id="17", engine_attempt=1,
+                   engine_reason="TimeLimit")
+    lifecycle.requeue_for_resume(run)
+    assert (run.state, run.engine_job_id, run.engine_reason, run.engine_attempt) == (Run.QUEUED, "", "", 1)

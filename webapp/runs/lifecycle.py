@@ -73,13 +73,16 @@ def dispatch(run: Run) -> None:
     send_on_commit(TRAIN_RUN, [run.pk], queue=run.queue)
 
 
-def claim(run_id: int, owner: str = "") -> Run | None:
-    """Move a queued run to running under `owner`'s lease. Only one supervisor can win, so a task
-    delivered twice (a broker redelivery, a re-sent message, a double click) never starts two trainers."""
+def claim(run_id: int, owner: str = "", state: str = Run.RUNNING) -> Run | None:
+    """Move a queued run to `state` (running; pending for a worker that hands runs to a cluster engine,
+    until the engine starts the job) under `owner`'s lease. Only one supervisor can win, so a task
+    delivered twice (a broker redelivery, a re-sent message, a double click) never starts two trainers.
+    A cancelled run that has an engine's job is claimed too: its supervisor stops the job."""
     with transaction.atomic():
         now = timezone.now()
-        claimed = Run.objects.filter(pk=run_id, state=Run.QUEUED, cancel_requested=False).update(
-            state=Run.RUNNING, started_at=now, finished_at=None, exit_code=None, message="",
+        claimed = Run.objects.filter(Q(cancel_requested=False) | ~Q(engine_job_id=""), pk=run_id,
+                                     state=Run.QUEUED).update(
+            state=state, started_at=now, finished_at=None, exit_code=None, message="",
             supervisor=owner, heartbeat_at=now,
         )
         if claimed:
@@ -92,12 +95,17 @@ def claim(run_id: int, owner: str = "") -> Run | None:
 
 def end_cancelled_before_start(run_id: int) -> bool:
     """A queued run with a cancel request ends `cancelled` and watchers are told. Called
-    by cancel_run and by a supervisor that finds such a run, whichever comes first."""
+    by cancel_run and by a supervisor that finds such a run, whichever comes first. A run
+    re-queued with its cluster engine's job still training (its worker died) stays queued:
+    the next worker to take it stops the job (DESIGN §4.9)."""
     with transaction.atomic():
-        ended = Run.objects.filter(pk=run_id, state=Run.QUEUED, cancel_requested=True).update(
+        rows = Run.objects.filter(pk=run_id, state=Run.QUEUED, cancel_requested=True)
+        ended = rows.filter(engine_job_id="").update(
             state=Run.CANCELLED, finished_at=timezone.now(), message="cancelled before it started"
         )
         if ended:
+            announce(run_id)
+        elif rows.update(message="cancel requested: the next worker to take the run stops its job"):
             announce(run_id)
     return bool(ended)
 
@@ -108,6 +116,8 @@ def requeue_for_resume(run: Run, message: str = "") -> None:
         Run.objects.filter(pk=run.pk).update(
             state=Run.QUEUED, resume_requested=True, cancel_requested=False, finished_at=None, message=message,
             exit_code=None, supervisor="", heartbeat_at=None, auto_resumes=0,
+            # its cluster engine's job ended with the run: a resume submits a new one (DESIGN §4.9)
+            engine_job_id="", engine_reason="",
         )
         announce(run.pk)
         dispatch(run)
@@ -219,14 +229,15 @@ def reap(now=None) -> dict:
     # a run trained elsewhere has no supervisor to lose: its silence is the `stalled` rule's business
     orphans = list(Run.objects.filter(_lease_expired(now), state__in=Run.SUPERVISED, source=Run.EVOLAB)
                    .values_list("pk", flat=True))
-    outcomes = {"resumed": [], "failed": [], "cancelled": [], "redispatched": []}
+    outcomes = {"resumed": [], "reattached": [], "failed": [], "cancelled": [], "redispatched": []}
     for run_id in orphans:
         outcome = reap_run(run_id, now)
         if outcome:
             outcomes[outcome].append(run_id)
     cutoff = now - timedelta(seconds=settings.RUN_REDISPATCH_SECONDS)
     lost = Run.objects.filter(Q(dispatched_at__lt=cutoff) | Q(dispatched_at__isnull=True, created_at__lt=cutoff),
-                              state=Run.QUEUED, cancel_requested=False, source=Run.EVOLAB)
+                              Q(cancel_requested=False) | ~Q(engine_job_id=""), state=Run.QUEUED,
+                              source=Run.EVOLAB)
     for run in lost:
         with transaction.atomic():
             dispatch(run)
@@ -248,7 +259,12 @@ def reap_run(run_id: int, now=None) -> str | None:
             return None
         silent = f"its worker stopped answering (last heartbeat {_when(run.heartbeat_at or run.started_at)})"
         run.supervisor, run.heartbeat_at = "", None
-        if run.cancel_requested:
+        if run.engine_job_id and run.engine != "local":
+            # its cluster engine's job trains on without the worker (DESIGN §4.9): the next worker re-attaches to
+            # it (and stops it, when the run was cancelled meanwhile); nothing is resumed, no resume is counted
+            run.state, outcome = Run.QUEUED, "reattached"
+            run.message = f"{silent}; the next worker watches its {run.engine_title} job {run.engine_job_id}"
+        elif run.cancel_requested:
             run.state, run.message, outcome = Run.CANCELLED, f"cancelled; {silent}", "cancelled"
         elif run.auto_resumes < settings.RUN_AUTO_RESUMES:
             run.auto_resumes += 1
@@ -264,7 +280,7 @@ def reap_run(run_id: int, now=None) -> str | None:
         run.save(update_fields=["state", "message", "supervisor", "heartbeat_at", "auto_resumes",
                                 "resume_requested", "finished_at", "cancel_requested"])
         announce(run.pk)
-        if outcome == "resumed":
+        if outcome in ("resumed", "reattached"):
             dispatch(run)
         elif outcome == "failed":
             run_failed(run)
