@@ -219,6 +219,30 @@ def majority_vote(answers: Iterable[str | None]) -> str | None:
     return first_form[winner]
 
 
+def equivalence_vote(answers: Iterable[str | None]) -> tuple[str | None, int]:
+    """The largest class of mathematically equivalent answers: its first written answer and its size.
+
+    Each answer joins the first class whose first answer it equals (``answers_equal``: normalised strings, then
+    math-verify), else opens a class, as R-Zero's release groups its solver's answers
+    (question_evaluate/evaluate.py, ``answer_counts``); a tie goes to the class seen first. (None, 0) when every
+    answer is None.
+    """
+    classes: list[list] = []  # [first written answer, size], in order of first appearance
+    for answer in answers:
+        if answer is None:
+            continue
+        for found in classes:
+            if answers_equal(answer, found[0]):
+                found[1] += 1
+                break
+        else:
+            classes.append([answer, 1])
+    if not classes:
+        return None, 0
+    winner = max(classes, key=lambda found: found[1])  # max() keeps the first maximal: first seen wins
+    return winner[0], winner[1]
+
+
 def matches_reference(answers: Sequence[str | None], reference: str | None) -> list[bool]:
     """For each answer, whether it is equivalent to ``reference`` (False for None)."""
     if reference is None:

@@ -84,12 +84,11 @@ from datasets import Dataset
 from transformers import AutoModelForCausalLM, PrinterCallback
 from transformers.utils import logging as hf_logging
 
-from rl.answers import majority_vote
 from rl.callbacks import EventLogCallback, GracefulStop, PeriodicEval
 from rl.events import EventWriter, read_events
 from rl.methods.r_zero import CHALLENGER_PHASE, SOLVER_PHASE
 from rl.policy import load_tokenizer
-from rl.rewards.rzero import extract_question, keep_for_solver, solver_agreement
+from rl.rewards.rzero import challenger_question, keep_for_solver, solver_agreement, solver_majority
 from rl.rzero_phases import (ChallengerScorer, PhaseEvents, challenger_prompt, sample, solver_answers, solver_prompt,
                              solver_rows)
 
@@ -248,7 +247,8 @@ class RZeroLoop:
         self.events.stage(k, "questions", "started", {"pool": n})
         challenger, solver = self.load_model(self.state.challenger), self.load_model(self.state.solver)
         texts = [t for (t,) in sample(challenger, self.tokenizer, [self.prompt] * n, 1, hp, stop=self.stop)]
-        questions = [extract_question(t) for t in texts]
+        variant = hp["variant"]
+        questions = [challenger_question(t, variant) for t in texts]
         valid = [i for i, q in enumerate(questions) if q is not None]
         answered = solver_answers(solver, self.tokenizer, [questions[i] for i in valid], hp, stop=self.stop)
         if self.stop.requested:
@@ -261,11 +261,12 @@ class RZeroLoop:
             votes = answers.get(i, [])
             pool.append({
                 "id": f"it{k}-q{i}", "question": question, "text": text,
-                "p_hat": solver_agreement(votes) if question else None,  # p̂ = (1/m) Σ_j 1{y_j = ỹ}  (§2.2)
-                "pseudo_label": majority_vote(votes) if question else None,  # ỹ: the majority of the m answers
+                "p_hat": solver_agreement(votes, variant) if question else None,  # p̂ = (1/m) Σ_j 1{y_j = ỹ}  (§2.2)
+                "pseudo_label": solver_majority(votes) if question else None,  # ỹ: the majority of the m answers
                 "answers": votes,
                 # keep when |p̂ − ½| ≤ δ, i.e. keep_low..keep_high of the m answers agree  (§2.3)
-                "kept": question is not None and keep_for_solver(votes, hp["keep_low"], hp["keep_high"]),
+                "kept": question is not None and keep_for_solver(votes, hp["keep_low"], hp["keep_high"], variant,
+                                                                 hp["solver_samples"]),
             })
         kept = [row for row in pool if row["kept"]]
         folder = self.iteration_dir(k)

@@ -15,7 +15,7 @@ from rl.groups import Group, GroupScore
 from rl.methods.r_zero import METHOD, PAPER_CHALLENGER_SYSTEM, PAPER_CHALLENGER_USER  # noqa: F401 (tests read them here)
 from rl.policy import DEFAULT_POLICY_DIR
 from rl.prompts import format_messages, format_prompt
-from rl.rewards.rzero import score_challenger_batch
+from rl.rewards.rzero import challenger_questions, score_challenger_batch
 
 # ---------------------------------------------------------------- prompts
 
@@ -43,7 +43,8 @@ def solver_rows(tokenizer, kept: list[dict]) -> list[dict]:
 
 
 @torch.no_grad()
-def sample(model, tokenizer, prompts: list[str], n: int, hp: dict, batch_size: int = 64, stop=None) -> list[list[str]]:
+def sample(model, tokenizer, prompts: list[str], n: int, hp: dict, batch_size: int = 64, stop=None,
+           top_k: int = 0) -> list[list[str]]:
     """`n` completions per prompt at the run's temperature and top_p; stops early (fewer rows) on a cancel."""
     was_training = model.training
     model.eval()
@@ -55,7 +56,7 @@ def sample(model, tokenizer, prompts: list[str], n: int, hp: dict, batch_size: i
                 break
             batch = tokenizer(expanded[start:start + batch_size], return_tensors="pt", padding=True,
                               padding_side="left").to(model.device)
-            out = model.generate(**batch, do_sample=True, temperature=hp["temperature"], top_p=hp["top_p"], top_k=0,
+            out = model.generate(**batch, do_sample=True, temperature=hp["temperature"], top_p=hp["top_p"], top_k=top_k,
                                  max_new_tokens=hp["max_completion_length"], pad_token_id=tokenizer.pad_token_id,
                                  eos_token_id=tokenizer.eos_token_id)
             texts += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
@@ -67,7 +68,12 @@ def sample(model, tokenizer, prompts: list[str], n: int, hp: dict, batch_size: i
 def solver_answers(solver, tokenizer, questions: list[str], hp: dict, stop=None) -> list[list[str | None]]:
     """The solver's m = solver_samples boxed answers to each question, asked as it is trained (solver_prompt)."""
     prompts = [solver_prompt(tokenizer, question) for question in questions]
-    sampled = sample(solver, tokenizer, prompts, hp["solver_samples"], hp, stop=stop)
+    if hp.get("variant") == "release":
+        # question_evaluate/evaluate.py: SamplingParams(temperature=1.0, top_p=1.0, top_k=40, max_tokens=4096); the
+        # temperature and length stay the run's (R-Zero's defaults are those)
+        sampled = sample(solver, tokenizer, prompts, hp["solver_samples"], {**hp, "top_p": 1.0}, stop=stop, top_k=40)
+    else:
+        sampled = sample(solver, tokenizer, prompts, hp["solver_samples"], hp, stop=stop)
     return [[extract_boxed(t) for t in texts] for texts in sampled]
 
 
@@ -83,7 +89,7 @@ class ChallengerScorer:
         self.solver, self.tokenizer = solver, tokenizer
 
     def __call__(self, groups: list[Group], hp: dict, probe) -> list[GroupScore]:
-        questions = [q for group in groups for q in group.answers]
+        questions = challenger_questions(groups, hp.get("variant", "paper"))
         valid = [i for i, q in enumerate(questions) if q is not None]
         answered = iter(solver_answers(self.solver, self.tokenizer, [questions[i] for i in valid], hp))
         flat = [next(answered) if q is not None else [] for q in questions]

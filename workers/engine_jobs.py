@@ -79,7 +79,7 @@ def _spec(run: Run, engine: Engine, attempt: int, resume: bool) -> JobSpec:
         code_dir=settings.ENGINE_CODE_DIR, python=settings.TRAINER_PYTHON or settings.ENGINE_PYTHON, nodes=run.nodes,
         gpus=run.gpus, resume=resume, options={**settings.SLURM_OPTIONS, **(run.engine_options or {})},
         environment={"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"},
-        accelerate_config=settings.TRAINER_ACCELERATE_CONFIG or None)
+        accelerate_config=settings.TRAINER_ACCELERATE_CONFIG or None, stop_grace_seconds=CANCEL_GRACE_SECONDS)
 
 
 def _watch(run: Run, owner: str, engine: Engine, job_id: str, spec: JobSpec) -> str | None:

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from rl.arithmetic import CHALLENGER_PROMPT as SHORT_CHALLENGER_PROMPT
-from rl.methods.schema import HyperparameterError, Method, float_param, int_param, shared
+from rl.methods.schema import Hyperparameter, HyperparameterError, Method, float_param, int_param, shared
 from rl.prompts import STEP_BY_STEP_SYSTEM_PROMPT
-from rl.rewards.rzero import extract_question, score_solver_group
+from rl.rewards.rzero import VARIANTS, extract_question, score_solver_group
 
 
 # R-Zero App. B.2, the challenger prompt (system and user message), for models that can follow it
@@ -85,6 +85,11 @@ METHOD = Method(
                     "(τ_BLEU).", 0.0, 1.0),
         float_param("repetition_weight", 1.0, "λ: repetition penalty = λ·|cluster|/B, B the whole batch of questions.",
                     0.0, 100.0),
+        Hyperparameter("variant", "choice", "paper", "R-Zero as its paper states it, or as its released code runs it: "
+                       "reward min(p̂, 1 − p̂) − penalty with no floor and −1 for a format failure, which also needs "
+                       "the challenger's \\boxed{} answer; p̂ over the boxed answers; keep when keep_low/m ≤ p̂ ≤ "
+                       "keep_high/m; the solver answers with top_p 1.0 and top_k 40 (docs/fidelity.md).",
+                       choices=VARIANTS),
     ),
     # the solver's system message (R-Zero App. B.2), for its training rollouts and its answers to the challenger
     system_prompt=STEP_BY_STEP_SYSTEM_PROMPT,

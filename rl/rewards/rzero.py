@@ -12,7 +12,7 @@ from typing import Sequence
 
 import numpy as np
 
-from rl.answers import answers_equal, majority_vote
+from rl.answers import equivalence_vote, extract_boxed
 from rl.groups import Group, GroupScore
 from rl.rewards.ttrl import ttrl_rewards
 from rl.similarity import bleu_distance_matrix
@@ -31,23 +31,43 @@ def extract_question(text: str | None) -> str | None:
     return question or None
 
 
-def solver_agreement(solver_answers: Sequence[str | None]) -> float:
-    """p̂ = share of all m answers equal to their majority; None counts in m, never as the majority.
+# R-Zero as its paper states it, or as its released code runs it (Chengsong-Huang/R-Zero; docs/fidelity.md)
+VARIANTS = ("paper", "release")
 
-    # R-Zero §2.2: p̂(x; S_φ) = (1/m) Σ_j 1{y_j = ỹ(x)}
-    """
-    m = len(solver_answers)
+
+def challenger_question(text: str | None, variant: str = "paper") -> str | None:
+    """The question a challenger output poses, None when it fails the format check: a ``<question>`` block
+    (paper §2.2); the release also wants the challenger's own ``\\boxed{}`` answer after it
+    (examples/reward_function/caller_penalty.py, compute_score: ``if questions and answers``)."""
+    question = extract_question(text)
+    if variant == "release" and question is not None and not extract_boxed(text or ""):
+        return None
+    return question
+
+
+def solver_majority(solver_answers: Sequence[str | None]) -> str | None:
+    """ỹ(x), the question's pseudo-label: the majority of the solver's answers, grouped by equivalence ("1/2" and
+    "0.5" are one answer), as R-Zero's release votes (question_evaluate/evaluate.py)."""
+    return equivalence_vote(solver_answers)[0]
+
+
+def solver_agreement(solver_answers: Sequence[str | None], variant: str = "paper") -> float:
+    """p̂ = share of the answers equivalent to their majority. Paper: of all m, None counting in m, never as the
+    majority; release: of the boxed answers only (question_evaluate/evaluate.py: max_count / len(results))."""
+    m = len(solver_answers) if variant == "paper" else sum(a is not None for a in solver_answers)
     if m == 0:
         return 0.0
-    majority = majority_vote(solver_answers)
-    if majority is None:
-        return 0.0
-    return sum(answers_equal(answer, majority) for answer in solver_answers) / m
+    # R-Zero §2.2: p̂(x; S_φ) = (1/m) Σ_j 1{y_j = ỹ(x)}
+    return equivalence_vote(solver_answers)[1] / m
 
 
-def uncertainty_reward(solver_answers: Sequence[str | None]) -> float:
-    """r_uncertainty = 1 − 2|p̂ − ½|.  # R-Zero §2.2 (uncertainty reward)"""
-    return 1.0 - 2.0 * abs(solver_agreement(solver_answers) - 0.5)
+def uncertainty_reward(solver_answers: Sequence[str | None], variant: str = "paper") -> float:
+    """r_uncertainty = 1 − 2|p̂ − ½| (paper §2.2), in [0, 1]; the release's min(p̂, 1 − p̂), in [0, ½]
+    (caller_penalty.py, compute_score)."""
+    p_hat = solver_agreement(solver_answers, variant)
+    if variant == "release":
+        return min(p_hat, 1.0 - p_hat)
+    return 1.0 - 2.0 * abs(p_hat - 0.5)  # R-Zero §2.2 (uncertainty reward)
 
 
 def bleu_clusters(questions: Sequence[str], threshold: float = 0.5) -> np.ndarray:
@@ -99,10 +119,16 @@ def challenger_rewards(
     return [reward for reward, _ in _challenger_terms(questions, solver_answers, threshold, lam)]
 
 
-def _challenger_terms(questions, solver_answers, threshold, lam) -> list[tuple[float, float | None]]:
-    """(r_i, r_rep(x_i)) per output; the penalty is None for a format failure."""
+def _challenger_terms(questions, solver_answers, threshold, lam, variant="paper") -> list[tuple[float, float | None]]:
+    """(r_i, r_rep(x_i)) per output; the penalty is None for a format failure (paper)."""
     if len(questions) != len(solver_answers):
         raise ValueError(f"{len(questions)} questions but {len(solver_answers)} answer lists")
+    if variant == "release":
+        # caller_penalty.py: every output is clustered, a failed one as "" (alone: BLEU of empty texts is 0), and
+        # final_score = (min(score, 1 - score) if question else -1) - penalty, with no floor at 0
+        penalties = repetition_penalties([q or "" for q in questions], threshold, lam)
+        return [((uncertainty_reward(answers, variant) if q is not None else -1.0) - penalty, penalty)
+                for q, answers, penalty in zip(questions, solver_answers, penalties)]
     valid = [i for i, question in enumerate(questions) if question is not None]
     penalties = repetition_penalties([questions[i] for i in valid], threshold, lam, batch_size=len(questions))
     terms: list[tuple[float, float | None]] = [(0.0, None)] * len(questions)  # R-Zero §2.2: format failure → 0
@@ -123,12 +149,13 @@ def score_challenger_batch(groups: Sequence[Group], solver_answers: Sequence[Seq
     solver's majority answer; the metrics are the batch's, the same on every group, so that the trainer's mean
     over groups is the batch's value.
     """
-    questions = [q for group in groups for q in group.answers]
+    variant = hp.get("variant", "paper")
+    questions = challenger_questions(groups, variant)
     answers = [list(a) for per_group in solver_answers for a in per_group]
-    terms = _challenger_terms(questions, answers, hp["bleu_threshold"], hp["repetition_weight"])
+    terms = _challenger_terms(questions, answers, hp["bleu_threshold"], hp["repetition_weight"], variant)
     valid = [i for i, q in enumerate(questions) if q is not None]
-    extras = [{} if q is None else {"p_hat": solver_agreement(a), "uncertainty": uncertainty_reward(a),
-                                    "repetition_penalty": penalty, "solver_majority": majority_vote(a)}
+    extras = [{} if q is None else {"p_hat": solver_agreement(a, variant), "uncertainty": uncertainty_reward(a, variant),
+                                    "repetition_penalty": penalty, "solver_majority": solver_majority(a)}
               for q, a, (_, penalty) in zip(questions, answers, terms)]
     metrics = {"rzero/format_rate": len(valid) / len(questions)} if questions else {}
     for name, key in (("rzero/uncertainty_mean", "uncertainty"), ("rzero/repetition_penalty_mean",
@@ -144,6 +171,13 @@ def score_challenger_batch(groups: Sequence[Group], solver_answers: Sequence[Seq
     return scores
 
 
+def challenger_questions(groups: Sequence[Group], variant: str = "paper") -> list[str | None]:
+    """Every question of the step's groups in order, None where the variant's format check fails."""
+    if variant == "paper":
+        return [q for group in groups for q in group.answers]  # the phase's answer rule is the paper's check
+    return [challenger_question(text, variant) for group in groups for text in group.texts]
+
+
 def score_solver_group(group: Group, hp: dict, probe) -> GroupScore:
     """The solver's reward: r_j = 1 when its answer matches the question's pseudo-label ỹ_i, else 0.
 
@@ -156,13 +190,17 @@ def score_solver_group(group: Group, hp: dict, probe) -> GroupScore:
     return GroupScore(rewards=ttrl_rewards(group.answers, group.reference), majority_answer=group.reference)
 
 
-def keep_for_solver(solver_answers: Sequence[str | None], low: int = 3, high: int = 7) -> bool:
-    """Whether the question goes to the solver: low ≤ #answers matching the majority ≤ high.
-
-    # R-Zero §2.3 / §3: keep when 3..7 of the m = 10 answers agree (|p̂ − ½| ≤ δ = 0.25)
+def keep_for_solver(solver_answers: Sequence[str | None], low: int = 3, high: int = 7, variant: str = "paper",
+                    m: int | None = None) -> bool:
+    """Whether the question goes to the solver. Paper: low ≤ #answers matching the majority ≤ high. Release:
+    low/m ≤ p̂ ≤ high/m with p̂ over the boxed answers (question_evaluate/upload.py: min_score 0.3 ≤ score ≤
+    max_score 0.7, majority answer not empty), m the answers asked for.
     """
-    majority = majority_vote(solver_answers)
+    majority, agreeing = equivalence_vote(solver_answers)
     if majority is None:
         return False
-    agreeing = sum(answers_equal(answer, majority) for answer in solver_answers)
+    if variant == "release":
+        m = m or len(solver_answers)
+        return low / m <= solver_agreement(solver_answers, variant) <= high / m
+    # R-Zero §2.3 / §3: keep when 3..7 of the m = 10 answers agree (|p̂ − ½| ≤ δ = 0.25)
     return low <= agreeing <= high

@@ -56,8 +56,11 @@ def test_a_cancelled_run_stops_its_ray_job_after_a_checkpoint(ray, ray_cluster, 
     ray.api.post(f"/runs/{run_id}/cancel")
     run = ray.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=120)
     assert run["state"] == "cancelled" and run["last_step"] < 40, run
-    assert ray_cluster.job(run["engine"]["job_id"])["status"] == "STOPPED"
+    job = ray_cluster.job(run["engine"]["job_id"])
+    assert job["status"] == "STOPPED"
     assert RunEvent.objects.filter(run_id=run_id, type="checkpoint").exists()  # the trainer saved before it ended
+    # Ray kills a stopped job 3 s after its SIGTERM unless told otherwise: it waits the worker's cancel grace
+    assert job["runtime_env"]["env_vars"]["RAY_JOB_STOP_WAIT_TIME_S"] == "30"
 
 
 def test_a_killed_worker_leaves_the_ray_job_training_and_the_next_worker_re_attaches(ray, ray_cluster, live_user):

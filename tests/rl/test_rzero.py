@@ -2,11 +2,14 @@ import pytest
 from hypothesis import given, strategies as st
 
 from rl.rewards.rzero import (
+    challenger_question,
     challenger_rewards,
     extract_question,
     keep_for_solver,
     repetition_penalties,
+    score_challenger_batch,
     solver_agreement,
+    solver_majority,
     uncertainty_reward,
 )
 
@@ -35,6 +38,14 @@ def test_none_answers_count_in_m_but_never_form_the_majority():
     assert solver_agreement(answers) == 0.4
     assert uncertainty_reward(answers) == pytest.approx(0.8)
     assert uncertainty_reward([None] * 10) == 0.0
+
+
+def test_the_majority_is_taken_over_equivalent_answers_not_strings():
+    # "1/2" and "0.5" are one answer: ½ holds 6 of the 10, not "2" with 4 (R-Zero's release groups by the grader)
+    answers = ["1/2"] * 3 + ["0.5"] * 3 + ["2"] * 4
+    assert solver_agreement(answers) == pytest.approx(0.6)
+    assert uncertainty_reward(answers) == pytest.approx(0.8)
+    assert solver_majority(answers) == "1/2"  # the pseudo-label: the first written form of the largest class
 
 
 @given(st.integers(0, 10))
@@ -219,3 +230,46 @@ def test_the_challenger_prompt_goes_through_the_chat_template_as_the_policy_lear
     # any other model: R-Zero App. B.2's system and user messages
     assert challenger_prompt(tmp_path, chat_tokenizer) == (f"[system] {PAPER_CHALLENGER_SYSTEM}\n"
                                                            f"[user] {PAPER_CHALLENGER_USER}\n[assistant] ")
+
+
+def test_the_three_to_seven_filter_counts_equivalent_answers_together():
+    # 4 strings agree, but ½ is held by 6 (3 + 3): kept by the 3..7 band either way, and 8 of 10 is not
+    assert keep_for_solver(["1/2"] * 3 + ["0.5"] * 3 + ["2"] * 4)
+    assert not keep_for_solver(["1/2"] * 4 + ["0.5"] * 4 + ["2"] * 2)  # 8 agree: too easy, though no string has 5
+
+
+# ---- variant "release": R-Zero's released code (Chengsong-Huang/R-Zero), a switch; the paper is the default
+
+RELEASE = {"bleu_threshold": 0.5, "repetition_weight": 1.0, "variant": "release"}
+PAPER = {**RELEASE, "variant": "paper"}
+SPLIT = ["4"] * 5 + ["5"] * 5
+
+
+def test_the_release_rewards_min_p_minus_penalty_with_minus_one_for_a_format_failure():
+    texts = ["<question>What is 2 + 2 ?</question> \\boxed{4}", "no question here"]
+    release = score_challenger_batch([challenger_group("p0", texts)], [[SPLIT, []]], RELEASE)[0]
+    # caller_penalty.py: (min(0.5, 0.5) if question else -1) - share of its cluster (each alone of 2: 0.5)
+    assert release.rewards == pytest.approx([0.0, -1.5])
+    paper = score_challenger_batch([challenger_group("p0", texts)], [[SPLIT, []]], PAPER)[0]
+    assert paper.rewards == pytest.approx([0.5, 0.0])  # §2.2: max(0, 1 − 2|½ − ½| − ½), and 0 for the failure
+
+
+def test_the_release_format_check_wants_the_challengers_boxed_answer_too():
+    assert challenger_question("<question>What is 2 + 2 ?</question>", "paper") == "What is 2 + 2 ?"
+    assert challenger_question("<question>What is 2 + 2 ?</question>", "release") is None
+    assert challenger_question("<question>What is 2 + 2 ?</question> \\boxed{4}", "release") == "What is 2 + 2 ?"
+
+
+def test_the_release_counts_agreement_over_the_boxed_answers_only():
+    answers = ["4"] * 4 + [None] * 6
+    assert solver_agreement(answers, "release") == 1.0 and uncertainty_reward(answers, "release") == 0.0
+    assert solver_agreement(answers, "paper") == 0.4
+    halves = ["1/2"] * 3 + ["0.5"] * 3 + ["2"] * 4
+    assert uncertainty_reward(halves, "release") == pytest.approx(0.4)  # min(0.6, 0.4)
+
+
+def test_the_release_keeps_questions_by_the_share_of_boxed_answers():
+    three_of_ten = ["4"] * 3 + [None] * 7  # 3 of the 10 agree, but every boxed answer does
+    assert keep_for_solver(three_of_ten, 3, 7)
+    assert not keep_for_solver(three_of_ten, 3, 7, "release", m=10)  # upload.py: 0.3 <= score <= 0.7, score 1.0
+    assert keep_for_solver(["4"] * 5 + ["5"] * 5, 3, 7, "release", m=10)

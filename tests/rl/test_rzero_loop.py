@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from rl.answers import majority_vote
 from rl.events import read_events, validate_event
 from rl.policy import DEFAULT_POLICY_DIR, heldout_problems
-from rl.rewards.rzero import extract_question, keep_for_solver, solver_agreement
+from rl.rewards.rzero import extract_question, keep_for_solver, solver_agreement, solver_majority
 
 REPO = Path(__file__).resolve().parents[2]
 SENTINEL = "LABEL-SENTINEL-7319"  # the prompt file's labels: must never show up anywhere in the run
@@ -97,7 +96,7 @@ def test_the_pool_records_every_candidate_and_the_3_to_7_filter_decides_what_is_
             continue
         assert len(row["answers"]) == TINY["solver_samples"]
         assert row["p_hat"] == pytest.approx(solver_agreement(row["answers"]))  # p̂ follows from the answers
-        assert row["pseudo_label"] == majority_vote(row["answers"])
+        assert row["pseudo_label"] == solver_majority(row["answers"])
         assert row["kept"] == keep_for_solver(row["answers"], 3, 7)
         if row["kept"]:
             assert 0.3 <= row["p_hat"] <= 0.7

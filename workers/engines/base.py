@@ -28,6 +28,8 @@ class JobSpec:
     options: dict = field(default_factory=dict)  # Slurm's partition, account, time_limit, sbatch
     environment: dict = field(default_factory=dict)
     accelerate_config: str | None = None
+    # how long a stopped job's trainer may take to finish its step and checkpoint before it is killed
+    stop_grace_seconds: float = 120.0
 
     @property
     def log_path(self) -> Path:

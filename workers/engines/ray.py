@@ -46,9 +46,12 @@ class RayJobs(Engine):
                                     accelerate_config=spec.accelerate_config)
         one_node = spec.nodes == 1
         body = {"entrypoint": entrypoint, "submission_id": spec.name,
-                # PYTHONPATH: the node launchers' tasks start in Ray's worker folder, not the job's `cd`
+                # PYTHONPATH: the node launchers' tasks start in Ray's worker folder, not the job's `cd`.
+                # RAY_JOB_STOP_WAIT_TIME_S: Ray's stop kills the job 3 s after its SIGTERM unless told to wait,
+                # and a trainer finishes its step and checkpoints first (the job's supervisor reads it)
                 "runtime_env": {"env_vars": {**{k: str(v) for k, v in spec.environment.items()},
-                                             "PYTHONPATH": str(spec.code_dir)}},
+                                             "PYTHONPATH": str(spec.code_dir),
+                                             "RAY_JOB_STOP_WAIT_TIME_S": str(int(spec.stop_grace_seconds))}},
                 # one node: the driver is the trainer and takes the run's resources; several: the driver only
                 # places one bundle per node (rl/ray_launch.py), which take them
                 "entrypoint_num_cpus": 1 if one_node else 0, "entrypoint_num_gpus": spec.gpus if one_node else 0,
