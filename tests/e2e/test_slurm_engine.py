@@ -6,6 +6,7 @@ when its worker is killed (no second job, every event once, the steps unbroken),
 when Slurm requeues its job. A 2-node run stands in for a multi-node one: two ranks on CPU (gloo)."""
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,8 @@ def test_a_two_node_run_trains_two_ranks_through_srun(slurm, slurm_cluster, live
 def test_a_run_the_cluster_cannot_hold_waits_pending_with_slurms_reason_and_cancels(slurm, slurm_cluster, live_user,
                                                                                     session_key):
     run_id = launch_small_run(slurm, live_user, "slurm-too-big", max_steps=2, nodes=3)
-    pending = slurm.api.wait_for(run_id, lambda r: r["state"] == "pending", timeout=60, what="pending")
+    pending = slurm.api.wait_for(run_id, lambda r: r["state"] == "pending" and r["engine"]["reason"], timeout=60,
+                                 what="pending with Slurm's reason")
     assert pending["engine"]["reason"].startswith("pending in Slurm: "), pending
     job_id = pending["engine"]["job_id"]
     assert job_state(slurm_cluster, job_id) == "PENDING"
@@ -100,7 +102,12 @@ def test_a_job_slurm_requeues_resumes_from_its_checkpoint(slurm, slurm_cluster, 
     slurm.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 2, timeout=180, what="step 2")
     job_id = Run.objects.get(pk=run_id).engine_job_id
     assert slurm_cluster.run("scontrol", "requeue", job_id).returncode == 0  # as a preemption with requeue does
-    slurm_cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")  # eligible at once, not in 2 minutes
+    # a requeued job may start again only after a delay: once it is back in the queue, make it eligible now
+    deadline = time.monotonic() + 60
+    while job_state(slurm_cluster, job_id) != "RUNNING" and time.monotonic() < deadline:
+        if job_state(slurm_cluster, job_id) == "PENDING":
+            slurm_cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
+        time.sleep(1)
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=300)
     assert run["state"] == "succeeded" and run["last_step"] == 8, run
     running = [message for state, message in statuses_of(run_id) if state == "running"]
@@ -123,7 +130,7 @@ def test_a_job_that_reaches_its_time_limit_fails_the_run_saying_so(slurm, slurm_
 
 
 def test_a_trainer_that_refuses_its_config_fails_the_job_and_the_run_with_its_words(slurm, slurm_cluster, live_user):
-    run_id = launch_small_run(slurm, live_user, "slurm-bad-model", max_steps=2, model="/no/such/model")
+    run_id = launch_small_run(slurm, live_user, "slurm-bad-model", max_steps=2, model="/no/such/model", gpus=0)
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=120)
     assert run["state"] == "failed" and "/no/such/model" in run["message"], run["message"]
     assert job_state(slurm_cluster, run["engine"]["job_id"]) == "FAILED"
