@@ -41,7 +41,7 @@ TRL_METRIC_NAMES = {
 }
 EVOLAB_METRIC_NAMES = ("majority_ratio", "unique_answers", "similarity/mean", "time/generation", "time/reward",
                        "time/novelty", "reward/vote_mean", "reward/vote_std", "label_accuracy", "maj@16", "pass@1",
-                       "pass@16")
+                       "pass@16", "updates/skipped")
 
 
 def rollout_step(args, state) -> int:

@@ -147,6 +147,7 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         self._captured_entropies: torch.Tensor | None = None
         self._entropies: dict[int, float] = {}  # this rank's trained rollouts: global batch row -> mean entropy
         self._skipped: list[bool] = []  # per group of the current batch: its score asked not to be trained on
+        self._nothing_to_learn = False  # the current update has no trainable row: its optimizer step is skipped
         columns = set(getattr(kwargs.get("train_dataset"), "column_names", None) or ())
         leaking = columns & HELD_OUT_COLUMNS
         if leaking:  # TRL would pass these columns to the reward function as keyword arguments
@@ -365,7 +366,36 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
             self._captured_entropies = entropies.detach()
         return logps, entropies, aux
 
+    # -- an update with nothing to learn does not step
+
+    def create_optimizer(self, model=None):
+        """The optimizer, whose step is skipped in an update with no trainable row (every group filtered out, or
+        only the padding that evens out the ranks): AdamW would still move the weights through its momentum and
+        weight decay. The learning-rate schedule then does not advance either: Trainer and accelerate step it only
+        when the (accelerate-wrapped) optimizer says its step was not skipped. (DeepSpeed steps inside its engine:
+        there such an update still steps.)"""
+        optimizer = super().create_optimizer(model)
+        if not getattr(optimizer, "_steps_only_with_something_to_learn", False):
+            optimizer.step = self._step_unless_nothing_to_learn(optimizer.step)
+            optimizer._steps_only_with_something_to_learn = True
+        return optimizer
+
+    def _step_unless_nothing_to_learn(self, step):
+        def step_unless_nothing_to_learn(*args, **kwargs):
+            skip = self._nothing_to_learn
+            if self.optimizer is not None and hasattr(self.optimizer, "_is_overflow"):
+                self.optimizer._is_overflow = skip  # accelerate's "step was skipped": the schedule stays
+            # one value per update, averaged over the step's updates by TRL's log: scaled to a count of updates
+            self._metrics["train"]["updates/skipped"].append(float(self.updates_per_step) if skip else 0.0)
+            return None if skip else step(*args, **kwargs)
+
+        return step_unless_nothing_to_learn
+
     def _compute_loss(self, model, inputs):
+        trainable = inputs["completion_mask"].sum()
+        if self.accelerator.num_processes > 1:  # every rank skips together, or none does
+            trainable = self.accelerator.reduce(trainable, reduction="sum")
+        self._nothing_to_learn = bool(trainable.item() == 0)
         self._capture_entropy, self._captured_entropies = True, None
         try:
             loss = super()._compute_loss(model, inputs)

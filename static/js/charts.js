@@ -31,7 +31,7 @@
     if (HEALTH.indexOf(name) >= 0 || startsWithAny(name, ["response_length/", "similarity/"])) return "health";
     if (name === "reward" || name.indexOf("reward/") === 0 || startsWithAny(name, METHOD_PREFIXES)) return "rewards";
     if (name === "label_accuracy" || startsWithAny(name, ["maj@", "pass@", "eval/"])) return "labels & eval";
-    if (OPTIMISATION.indexOf(name) >= 0 || startsWithAny(name, ["clip_ratio/", "kl/", "loss/", "grad_norm/", "optim/"])) return "optimisation";
+    if (OPTIMISATION.indexOf(name) >= 0 || startsWithAny(name, ["clip_ratio/", "kl/", "loss/", "grad_norm/", "optim/", "updates/"])) return "optimisation";
     if (name.indexOf("time/") === 0) return "time";
     return "other";
   }

@@ -34,7 +34,7 @@ _HEALTH = {"entropy", "response_length/mean", "majority_ratio", "unique_answers"
 _HEALTH_PREFIXES = ("response_length/", "similarity/")
 _METHOD_PREFIXES = tuple(f"{prefix}/" for prefix in metric_prefixes())
 _OPTIMISATION = {"kl", "loss", "grad_norm", "learning_rate", "entropy_loss", "policy_loss", "pg_loss", "kl_loss", "clip_ratio"}
-_OPTIMISATION_PREFIXES = ("clip_ratio/", "kl/", "loss/", "grad_norm/", "optim/")
+_OPTIMISATION_PREFIXES = ("clip_ratio/", "kl/", "loss/", "grad_norm/", "optim/", "updates/")
 
 
 def metric_group(name: str) -> str:

@@ -1,0 +1,39 @@
+"""An update with nothing to learn does not step (issue 22, defect 5): when filtering leaves no trainable row (RLPR's
+std filter here, set to leave out every group), AdamW would still move the weights through its weight decay and
+momentum, and the learning-rate schedule would advance. The real trainer, two steps on the default policy."""
+import numpy as np
+from safetensors.numpy import load_file
+
+from rl.policy import DEFAULT_POLICY_DIR
+from tests.rl.test_train_cli import events_of, of_type, run_trainer, write_config
+from tests.rl.test_train_methods import SMALL, write_rows
+
+
+def test_an_update_with_every_group_filtered_leaves_the_weights_and_says_it_was_skipped(tmp_path):
+    write_rows(tmp_path / "prompts.jsonl", reference=lambda p: p["answer"])
+    config = write_config(tmp_path, method="rlpr", max_steps=2, hyperparameters={
+        **SMALL, "std_filter_threshold": 1.0, "weight_decay": 0.1, "learning_rate": 1e-3})
+    result = run_trainer(config, tmp_path / "run")
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = of_type(events_of(tmp_path / "run"), "metrics")
+    assert [m["values"]["rlpr/filtered_ratio"] for m in metrics] == [1.0, 1.0]
+    assert [m["values"]["updates/skipped"] for m in metrics] == [2, 2]  # 2 prompts a step, 1 per update
+    # the schedule never left its first value (0: the warmup starts there); stepped, it would have reached the peak
+    assert [m["values"]["learning_rate"] for m in metrics] == [0.0, 0.0]
+    before = load_file(str(DEFAULT_POLICY_DIR / "model.safetensors"))
+    after = load_file(str(tmp_path / "run" / "checkpoints" / "checkpoint-2" / "model.safetensors"))
+    assert all(np.array_equal(before[name], after[name]) for name in before)
+
+
+def test_updates_with_rows_to_learn_from_step_and_count_no_skip(tmp_path):
+    write_rows(tmp_path / "prompts.jsonl", reference=lambda p: p["answer"])
+    config = write_config(tmp_path, method="rlpr", max_steps=2, hyperparameters={
+        **SMALL, "std_filter_threshold": 0.0, "weight_decay": 0.1, "learning_rate": 1e-3})
+    result = run_trainer(config, tmp_path / "run")
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = of_type(events_of(tmp_path / "run"), "metrics")
+    assert [m["values"]["updates/skipped"] for m in metrics] == [0, 0]
+    assert metrics[0]["values"]["learning_rate"] > 0
+    before = load_file(str(DEFAULT_POLICY_DIR / "model.safetensors"))
+    after = load_file(str(tmp_path / "run" / "checkpoints" / "checkpoint-2" / "model.safetensors"))
+    assert not all(np.array_equal(before[name], after[name]) for name in before)
