@@ -14,7 +14,6 @@ itself (rl/train.py::stop_when_supervisor_is_gone). When the worker shuts down, 
 asked to checkpoint and the run is queued again to resume on the next worker.
 """
 import fcntl
-import json
 import logging
 import os
 import signal
@@ -33,13 +32,13 @@ from webapp.runs.models import Run, RunEvent
 from .event_tail import EventTail
 from . import engines
 from .engine_jobs import supervise_job
+from .engines.base import file_tail
 from .run_io import (CANCEL_GRACE_SECONDS, POLL_SECONDS, cancel_requested, index_texts, once, prepare_run_dir,
                      set_aside_stale_run_dir, until_stored)
 from .shutdown import WORKER_SHUTTING_DOWN
 
 log = logging.getLogger(__name__)
 
-STDERR_TAIL_CHARS = 4000
 LOCK_FILE, PID_FILE = "trainer.lock", "trainer.pid"
 
 
@@ -50,15 +49,6 @@ def trainer_command(run: Run, config_path, resume: bool) -> list[str]:
         accelerate_config=settings.TRAINER_ACCELERATE_CONFIG or None,
     )
 
-
-def _tail(path, chars=STDERR_TAIL_CHARS) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - chars))
-            return f.read().decode("utf-8", "replace")
-    except FileNotFoundError:
-        return ""
 
 
 def _final_state(run: Run, exit_code: int, cancel_sent: bool) -> tuple[str, str]:
@@ -139,7 +129,7 @@ def supervise(run_id: int) -> str | None:
         # trainer rather than leave it training unwatched, and say why on the run.
         _kill_group(child.pid, signal.SIGKILL)
         child.wait()
-        lifecycle.finish(run, Run.FAILED, f"the run supervisor stopped: {exc}", child.returncode, _tail(stderr_path),
+        lifecycle.finish(run, Run.FAILED, f"the run supervisor stopped: {exc}", child.returncode, file_tail(stderr_path),
                          owner=owner)
         raise
     if exit_code is None:
@@ -150,7 +140,7 @@ def supervise(run_id: int) -> str | None:
     if handed_back and state == Run.CANCELLED and until_stored(lifecycle.hand_back, run, owner, shut_down):
         log.info("run %s handed back to the queue (worker shutting down)", run.pk)
         return Run.QUEUED
-    until_stored(lifecycle.finish, run, state, message, exit_code, _tail(stderr_path) if state == Run.FAILED else "",
+    until_stored(lifecycle.finish, run, state, message, exit_code, file_tail(stderr_path) if state == Run.FAILED else "",
                   owner)
     log.info("run %s ended %s (exit code %s)", run.pk, state, exit_code)
     return state
