@@ -335,6 +335,8 @@ def grpo_config(hp: dict, max_steps: int, seed: int, output_dir: Path):
         beta=hp["kl_coef"],
         epsilon=hp["epsilon"],
         epsilon_high=epsilon_high,  # EVOL-RL / DAPO asymmetric clipping: ratios above 1 + epsilon_high are clipped
+        importance_sampling_level=hp["importance_sampling_level"],  # GSPO: one ratio per rollout, when "sequence"
+        loss_type=hp["loss_type"],  # how token losses average into the update's loss; rl.trainer makes "dapo" per update
         entropy_coef=entropy_coef,  # TRL: loss = L_policy − entropy_coef · H (EVOL-RL's entropy regulariser)
         save_strategy="steps",
         save_steps=(hp["save_every"] or max_steps) * updates,  # 0: only the final checkpoint

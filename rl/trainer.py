@@ -51,7 +51,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 import torch
-from accelerate.utils import gather, gather_object
+from accelerate.utils import gather_object
 from trl import GRPOTrainer
 from trl.trainer.utils import nanstd
 
@@ -279,9 +279,6 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
                                             dtype=torch.float32, device=output["advantages"].device)
         if padding:  # rows that only even out the ranks' batches: no token of theirs reaches the loss
             sliced["completion_mask"][len(trained):] = 0
-        # DAPO's token count over the trained rollouts of every rank, as TRL counts it (its loss divides by
-        # num_items_in_batch / num_processes)
-        sliced["num_items_in_batch"] = gather(sliced["completion_mask"].sum()).sum()
         # global rows survive TRL's shuffle, so loss-time entropies map back to rollouts; -1 marks padding
         sliced["rollout_index"] = torch.tensor(trained + [-1] * len(padding), dtype=torch.long, device=device)
 
@@ -396,6 +393,11 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         if self.accelerator.num_processes > 1:  # every rank skips together, or none does
             trainable = self.accelerator.reduce(trainable, reduction="sum")
         self._nothing_to_learn = bool(trainable.item() == 0)
+        # loss_type "dapo" as verl's token-mean: the update's loss is the mean over its own trained tokens, on every
+        # rank together. TRL divides by the rollout batch's tokens × gradient_accumulation / steps_per_generation
+        # (then / num_processes), which weighs an update by how long its rollouts happen to be
+        inputs = dict(inputs, num_items_in_batch=trainable * int(self.args.steps_per_generation or 1)
+                      if self.model.training else trainable)
         self._capture_entropy, self._captured_entropies = True, None
         try:
             loss = super()._compute_loss(model, inputs)

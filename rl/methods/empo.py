@@ -31,14 +31,17 @@ METHOD = Method(
     description="Reward = the share of the group in the rollout's semantic class (answers clustered by math-verify "
                 "equivalence): minimises the semantic entropy of the answers; optionally trains only on prompts "
                 "whose entropy lies between two thresholds.",
-    defaults_source="EMPO §4.1 and its verl-empo/recipe/empo/scripts/run_empo_qwen2.5_math_*.sh: 16 responses per "
-                    "prompt, prompt batch 256, mini-batch 32 (8 updates per step), temperature 1.0, 3,072 response "
-                    "tokens, lr 5e-7 constant without warmup, no KL; no entropy filter (commented out in the "
-                    "released code). Its clip range (3e-4 / 4e-4) is GSPO's sequence-level one; this trainer clips "
-                    "per token, so the shared 0.2 stays.",
+    defaults_source="EMPO's final release, verl-empo/recipe/empo/scripts/run_empo_qwen2.5_math_7b.sh (and _1.5b): "
+                    "16 responses per prompt, prompt batch 256, mini-batch 32 (8 updates per step, one epoch), "
+                    "temperature 1.0, 3,072 response tokens, lr 5e-7 constant without warmup, no KL; GSPO "
+                    "(loss_mode gspo: one importance ratio per response, clip_ratio_low 3e-4 / clip_ratio_high 4e-4, "
+                    "core_algos.compute_policy_loss_gspo averaging the sequences' losses: loss_type 'grpo'); no "
+                    "entropy filter (commented out in the released code). The paper's GRPO (EMPO §3, its TRL "
+                    "release) is importance_sampling_level 'token' with epsilon 0.2 (docs/fidelity.md).",
     hyperparameters=shared(n_votes=16, n_train=16, prompts_per_step=256, prompts_per_update=32, temperature=1.0,
                            max_completion_length=3072, learning_rate=5e-7, lr_schedule="constant", warmup_ratio=0.0,
-                           kl_coef=0.0) + (
+                           kl_coef=0.0, importance_sampling_level="sequence", epsilon=3e-4, epsilon_high=4e-4,
+                           loss_type="grpo") + (
         float_param("entropy_low", None, "δ_low of EMPO Eq. (7): prompts whose semantic entropy (nats) is not above "
                     "this are not trained on; null: no lower bound (the released recipes).", 0.0, 100.0, nullable=True),
         float_param("entropy_high", None, "δ_high of EMPO Eq. (7): prompts whose semantic entropy is not below this "

@@ -265,6 +265,15 @@ _SHARED = {
         float_param("kl_coef", 0.001, "Weight of the KL penalty to the reference policy (0 disables it).", 0.0, 10.0),
         float_param("epsilon", 0.2, "Lower PPO clipping range: ratios below 1 − epsilon are clipped.", 0.0, 1.0),
         float_param("epsilon_high", 0.2, "Upper PPO clipping range: ratios above 1 + epsilon_high are clipped.", 0.0, 1.0),
+        Hyperparameter("importance_sampling_level", "choice", "token", "Where the PPO ratio π/π_old is taken and "
+                       "clipped: per token (GRPO, DAPO) or once per rollout from its mean token log-ratio (GSPO, "
+                       "EMPO's released optimiser).", choices=("token", "sequence")),
+        Hyperparameter("loss_type", "choice", "dapo", "How token losses are averaged into an update's loss (TRL's "
+                       "names): 'dapo' every trained token of the update weighs the same (verl's token-mean, the "
+                       "papers' releases); 'grpo' each rollout's tokens are averaged first, then the rollouts "
+                       "(EVOL-RL Eq. (1), GRPO's paper, GSPO); 'dr_grpo' token sums over a constant, "
+                       "max_completion_length (Dr. GRPO); 'bnpo' the token mean of each process's share.",
+                       choices=("dapo", "grpo", "dr_grpo", "bnpo")),
         float_param("entropy_coef", 0.0, "Weight of the token-entropy bonus in the loss (0 disables it).", 0.0, 1.0),
         int_param("eval_every", 10, "Evaluate on the held-out labels every this many steps (0 never).", 0, 100000),
         int_param("eval_samples", 32, "Samples per evaluation prompt; pass@1, pass@16 and maj@16 are estimated from "

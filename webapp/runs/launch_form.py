@@ -30,7 +30,7 @@ SECTIONS = (
                               "embedding_max_length")),
     ("optimisation", "Optimisation", ("learning_rate", "lr_schedule", "warmup_ratio", "weight_decay",
                                       "prompts_per_update", "ppo_epochs", "kl_coef", "epsilon", "epsilon_high",
-                                      "entropy_coef", "save_every")),
+                                      "importance_sampling_level", "loss_type", "entropy_coef", "save_every")),
     ("method", "Method", None),
     ("evaluation", "Evaluation", ("eval_every", "eval_samples", "eval_temperature", "eval_top_p")),
 )
