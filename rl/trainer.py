@@ -43,6 +43,7 @@ ZeRO-3 are collective. Rank 0 alone writes events (rl.callbacks).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -79,6 +80,7 @@ class _Batch:
     similarities: list[np.ndarray] = field(default_factory=list)  # G×G cosine similarity of each group
 
 
+STEP_FILTER_STATE = "evolab_step_filter.json"  # in each checkpoint: the state of Method.step_filter
 HELD_OUT_COLUMNS = {"label", "answer", "reference", "ground_truth", "solution", "reward_model"}
 
 
@@ -133,6 +135,7 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         if score_batch is None and spec.scorer is None:
             raise ValueError(f"method {spec.name!r} has no group scorer: it trains in phases of its own")
         self.score_batch = score_batch or each_group(spec.scorer)
+        self.step_filter = spec.step_filter(hyperparameters or {}) if spec.step_filter else None
         self.extract_answer = spec.answer_rule
         self.scoring_timer = spec.scoring_timer
         self.n_train = n_train
@@ -255,8 +258,14 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         g, n_train = self.num_generations, self.n_train
         size = output["completion_ids"].size(0)
         local = self._local_rows(size)
-        # a scorer may ask for a group to be left out of the update (e.g. a filter on the reward's spread)
+        # a scorer may ask for a group to be left out of the update (EMPO's entropy band), and so may a filter over
+        # whole steps (RLPR's adaptive std filter); the step being generated is the one after those done
         self._skipped = [score.skip_training for score in self._batch.scores]
+        if self.step_filter is not None:
+            filtered, values = self.step_filter.apply(self.rollout_step() + 1, [s.rewards for s in self._batch.scores])
+            self._skipped = [a or b for a, b in zip(self._skipped, filtered)]
+            for name, value in values.items():
+                self._metrics["train"][name].append(value)
         self._report_rewards()
         rewards = torch.tensor(self._batch.rewards, dtype=torch.float32).view(-1, g)[:, :n_train]
         # GRPO advantage, normalised within each group over the trained rollouts: A = (r - mean) / (std + 1e-4),
@@ -388,6 +397,13 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
 
         return step_unless_nothing_to_learn
 
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        state = os.path.join(str(resume_from_checkpoint), STEP_FILTER_STATE) if resume_from_checkpoint else None
+        if self.step_filter is not None and state and os.path.exists(state):
+            with open(state) as f:
+                self.step_filter.load_state_dict(json.load(f))
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
     def _compute_loss(self, model, inputs):
         trainable = inputs["completion_mask"].sum()
         if self.accelerator.num_processes > 1:  # every rank skips together, or none does
@@ -418,10 +434,13 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
 
     def _save_checkpoint(self, model, trial):
         super()._save_checkpoint(model, trial)
-        if self.updates_per_step == 1:
-            return
         run_dir = self._get_output_dir(trial=trial)
         written = os.path.join(run_dir, f"checkpoint-{self.state.global_step}")
+        if self.step_filter is not None and self.args.should_save and os.path.isdir(written):
+            with open(os.path.join(written, STEP_FILTER_STATE), "w") as f:  # the filter's past steps, for resume
+                json.dump(self.step_filter.state_dict(), f)
+        if self.updates_per_step == 1:
+            return
         named = os.path.join(run_dir, f"checkpoint-{self.rollout_step()}")
         self.accelerator.wait_for_everyone()  # every rank's shards are written
         if self.args.should_save and os.path.isdir(written):

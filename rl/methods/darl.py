@@ -6,7 +6,8 @@ import numpy as np
 
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
-from rl.methods.rlpr import RLPR_TRAINING, reference_probabilities
+from rl.methods.rlpr import (RELEASE_SCRIPT, RLPR_TRAINING, AdaptiveStdFilter, check_filter_steps,
+                             reference_probabilities, release_reward_parameters, with_format_reward)
 from rl.methods.schema import Method, bool_param, float_param, shared
 from rl.prompts import THINK_ANSWER_SYSTEM_PROMPT, extract_think_answer
 from rl.rewards.darl import darl_reward
@@ -15,14 +16,18 @@ from rl.rewards.darl import darl_reward
 def score(group: Group, hp: dict, probe) -> GroupScore:
     majority = majority_vote(group.answers)
     reference = majority if hp["use_majority_as_reference"] else group.reference
-    if reference is None:  # label-free variant and nobody answered: no pseudo-reference, no signal
-        return GroupScore(rewards=[0.0] * len(group.texts), majority_answer=majority,
-                          extras=[{"r_ref": None, "r_gen": None} for _ in group.texts])
+    if reference is None:  # label-free variant and nobody answered: no pseudo-reference, only the format reward
+        rewards, formats = with_format_reward([0.0] * len(group.texts), group.texts, hp)
+        return GroupScore(rewards=rewards, majority_answer=majority,
+                          extras=[{"r_ref": None, "r_gen": None, "format": f} for f in formats])
     r_ref, r_gen = reference_probabilities(group, probe, reference, METHOD.answer_opener)
     # DARL Eq. (3)–(4) (static τ) or Eq. (6) (dynamic threshold r(y*)/γ when tau is null)
-    rewards = [darl_reward(a, b, beta=hp["beta"], gamma=hp["gamma"], tau=hp["tau"]) for a, b in zip(r_ref, r_gen)]
-    bonus = [r - (1.0 - hp["beta"]) * a > 1e-12 for r, a in zip(rewards, r_ref)]
-    extras = [{"r_ref": a, "r_gen": b, "diversity_bonus": flag} for a, b, flag in zip(r_ref, r_gen, bonus)]
+    darl = [darl_reward(a, b, beta=hp["beta"], gamma=hp["gamma"], tau=hp["tau"]) for a, b in zip(r_ref, r_gen)]
+    bonus = [r - (1.0 - hp["beta"]) * a > 1e-12 for r, a in zip(darl, r_ref)]
+    # RLPR's release, which DARL follows: (1 − c) · reward + c · format
+    rewards, formats = with_format_reward(darl, group.texts, hp)
+    extras = [{"r_ref": a, "r_gen": b, "diversity_bonus": flag, "format": f}
+              for a, b, flag, f in zip(r_ref, r_gen, bonus, formats)]
     metrics = {"darl/r_ref_mean": float(np.mean(r_ref)), "darl/r_gen_mean": float(np.mean(r_gen)),
                "darl/bonus_ratio": float(np.mean(bonus))}
     return GroupScore(rewards=rewards, majority_answer=majority, extras=extras, metrics=metrics)
@@ -34,7 +39,12 @@ METHOD = Method(
     paper="DARL: Encouraging Diverse Answers for General Reasoning without Verifiers",
     label_free=False,
     description="RLPR's mean answer-token probability plus a small bonus for answers within a bounded distance of the "
-                "reference.",
+                "reference, trained as RLPR's release trains (format reward, adaptive std filter).",
+    defaults_source=f"DARL App. A: prompt batch 768, mini-batch 192, 8 rollouts, clip 0.2 / 0.27, no KL, a setup "
+                    f"that 'closely follows that of RLPR'; DARL released no code, so the rest is {RELEASE_SCRIPT}'s: "
+                    "lr 1e-6 constant without warmup, 3,072 response tokens, entropy_coeff 0.001, the adaptive std "
+                    "filter (beta 0.5, from step 11) and the 0.1 format reward. β 0.01 and γ 10: the default of "
+                    "DARL Table 5. format_coefficient 0 and std_filter_beta 0 leave DARL's Eq. (3)–(6) alone.",
     hyperparameters=shared(**RLPR_TRAINING) + (
         float_param("beta", 0.01, "Weight of the diversity term; alpha = 1 − beta.", 0.0, 1.0),
         float_param("gamma", 10.0, "Dynamic threshold divisor: a deviation is rewarded while Δr ≤ r(y*)/gamma.",
@@ -43,7 +53,9 @@ METHOD = Method(
                     nullable=True),
         bool_param("use_majority_as_reference", False, "Use the majority answer of the group as y* instead of the "
                    "reference (label-free variant)."),
-    ),
+    ) + release_reward_parameters(),
+    relations=check_filter_steps,
+    step_filter=lambda hp: AdaptiveStdFilter.from_hyperparameters("darl", hp),
     scorer=score,
     # DARL Table 6 (RLPR's R1-style template): reasoning in <think>, the final answer in <answer> tags
     system_prompt=THINK_ANSWER_SYSTEM_PROMPT,

@@ -31,7 +31,7 @@ METHOD = Method(
     description="Reward = the share of the group in the rollout's semantic class (answers clustered by math-verify "
                 "equivalence): minimises the semantic entropy of the answers; optionally trains only on prompts "
                 "whose entropy lies between two thresholds.",
-    defaults_source="EMPO's final release, verl-empo/recipe/empo/scripts/run_empo_qwen2.5_math_7b.sh (and _1.5b): "
+    defaults_source="EMPO §4.1 and its final release, verl-empo/recipe/empo/scripts/run_empo_qwen2.5_math_*.sh: "
                     "16 responses per prompt, prompt batch 256, mini-batch 32 (8 updates per step, one epoch), "
                     "temperature 1.0, 3,072 response tokens, lr 5e-7 constant without warmup, no KL; GSPO "
                     "(loss_mode gspo: one importance ratio per response, clip_ratio_low 3e-4 / clip_ratio_high 4e-4, "

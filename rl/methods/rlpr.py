@@ -2,16 +2,135 @@
 
 from __future__ import annotations
 
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Sequence
+
 import numpy as np
 
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
-from rl.methods.schema import Method, bool_param, float_param, shared
+from rl.methods.schema import HyperparameterError, Method, bool_param, float_param, int_param, shared
 from rl.prompts import THINK_ANSWER_SYSTEM_PROMPT, extract_think_answer
-from rl.rewards.baselines import rlpr_debiased_reward, rlpr_std_filter
+from rl.rewards.baselines import rlpr_debiased_reward
 
-# DARL follows RLPR's training setup: 8 rollouts, no KL, clip 0.2 / 0.27 (DARL §4.1).
-RLPR_TRAINING = dict(n_votes=8, n_train=8, kl_coef=0.0, epsilon_high=0.27, learning_rate=1e-6, temperature=1.0)
+RELEASE_SCRIPT = "RLPR's examples/RLPR/reproduce_qwen.sh"
+# RLPR's release (reproduce_qwen.sh and its verl's ppo_trainer.yaml): prompt batch 768, mini-batch 192 (4 updates a
+# step, one epoch), 8 rollouts, clip 0.2 / 0.27, no KL, lr 1e-6 constant without warmup (verl's warmup_style
+# constant), 3,072 response tokens, the actor's entropy_coeff 0.001. DARL App. A repeats the batches, rollouts and
+# clipping and says its setup "closely follows that of RLPR".
+RLPR_TRAINING = dict(n_votes=8, n_train=8, prompts_per_step=768, prompts_per_update=192, kl_coef=0.0,
+                     epsilon_high=0.27, learning_rate=1e-6, lr_schedule="constant", warmup_ratio=0.0, temperature=1.0,
+                     max_completion_length=3072, entropy_coef=0.001)
+
+
+def release_reward_parameters() -> tuple:
+    """RLPR's format reward and adaptive standard-deviation filter, as its release runs them (DARL shares them)."""
+    return (
+        float_param("format_coefficient", 0.1, "Weight c of the release's format reward: reward = (1 − c) · r + "
+                    "c · [the response is <think>…</think> … <answer>…</answer>, each tag once] (prob.py, "
+                    "format_coefficient 0.1). 0: the paper's reward alone.", 0.0, 1.0),
+        float_param("std_filter_beta", 0.5, "RLPR standard deviation filtering: a prompt whose rewards' standard "
+                    "deviation is below std_filter_beta × an EMA of the batch's mean reward std is not trained on "
+                    "(reproduce_qwen.sh: 0.5). 0 turns the filter off.", 0.0, 10.0),
+        float_param("std_filter_ema_ratio", 0.99, "Weight of the past in the EMA of the batch's mean reward std "
+                    "(filter_ema_ratio).", 0.0, 1.0),
+        int_param("std_filter_ema_start_step", 6, "First step whose mean reward std is collected for the EMA "
+                  "(filter_ema_start_step).", 1, 1000000),
+        int_param("std_filter_start_step", 11, "First step filtered; the EMA starts as the mean of the steps "
+                  "collected before it (filter_start_step).", 1, 1000000),
+        float_param("std_filter_threshold", None, "A fixed threshold on the rewards' standard deviation instead of "
+                    "the adaptive one, from the first step; null: adaptive.", 0.0, 1.0, nullable=True),
+    )
+
+
+def check_filter_steps(hp: dict) -> None:
+    if hp["std_filter_ema_start_step"] >= hp["std_filter_start_step"]:
+        raise HyperparameterError("std_filter_start_step", f"std_filter_start_step={hp['std_filter_start_step']} is "
+                                  f"invalid: expected a step after std_filter_ema_start_step="
+                                  f"{hp['std_filter_ema_start_step']} (the EMA starts from the steps between them)")
+
+
+_R1_FORMAT = re.compile(r"<think>.*</think>.*<answer>.*</answer>.*", re.DOTALL)
+
+
+def r1_format_reward(text: str) -> float:
+    """1 when the response is <think>…</think> … <answer>…</answer> with each tag exactly once, else 0.
+
+    RLPR's verl/workers/reward_manager/prob.py::format_reward, format_mode "R1".
+    """
+    if any(text.count(tag) != 1 for tag in ("<think>", "</think>", "<answer>", "</answer>")):
+        return 0.0
+    return 1.0 if _R1_FORMAT.fullmatch(text) else 0.0
+
+
+def with_format_reward(rewards: Sequence[float], texts: Sequence[str], hp: dict) -> tuple[list[float], list[float]]:
+    """prob.py: score = (1 − c) · reward + c · format; the format of each rollout alongside."""
+    c = hp["format_coefficient"]
+    formats = [r1_format_reward(text) for text in texts]
+    return [(1.0 - c) * r + c * f for r, f in zip(rewards, formats)], formats
+
+
+def _bessel_std(rewards: Sequence[float]) -> float:
+    """torch.std of a group's rewards, as verl's compute_advantage reports it (nan for a single rollout)."""
+    return float(np.std(rewards, ddof=1)) if len(rewards) > 1 else math.nan
+
+
+@dataclass
+class AdaptiveStdFilter:
+    """RLPR's standard deviation filtering with its adaptive threshold, as the release runs it.
+
+    RLPR's verl/trainer/ppo/ray_trainer.py, filter_mode "EMA": steps from `ema_start` until `start` only collect
+    the mean over the batch's prompts of their reward std; at `start` the EMA is the mean of those, and each later
+    step moves it by (1 − ratio) towards the previous step's mean (every prompt generated counts, filtered or not).
+    A prompt is trained on when its reward std ≥ beta × EMA (`accuracy_lower_bound`); a nan std is left out.
+    One per run, made by Method.step_filter; its state goes into each checkpoint.
+    """
+
+    prefix: str
+    beta: float
+    ratio: float
+    ema_start: int
+    start: int
+    fixed: float | None = None
+    history: list[float] = field(default_factory=list)  # step means, ema_start..start-1
+    ema: float | None = None
+    last_mean: float | None = None  # the previous filtered step's mean, folded into the EMA at the next one
+
+    @classmethod
+    def from_hyperparameters(cls, prefix: str, hp: dict) -> "AdaptiveStdFilter":
+        return cls(prefix, hp["std_filter_beta"], hp["std_filter_ema_ratio"], hp["std_filter_ema_start_step"],
+                   hp["std_filter_start_step"], hp["std_filter_threshold"])
+
+    def apply(self, step: int, group_rewards: list[Sequence[float]]) -> tuple[list[bool], dict[str, float]]:
+        """Which groups of rollout step `step` (1-based) are left out, and the step's filter metrics."""
+        stds = [_bessel_std(rewards) for rewards in group_rewards]
+        finite = [s for s in stds if math.isfinite(s)]
+        mean = sum(finite) / len(finite) if finite else None
+        threshold = self.fixed
+        if threshold is None and self.beta > 0 and step >= self.ema_start:
+            if step < self.start:
+                if mean is not None:
+                    self.history.append(mean)
+            else:
+                if self.ema is None:
+                    self.ema = sum(self.history) / len(self.history) if self.history else mean  # "init the ema"
+                elif self.last_mean is not None:
+                    self.ema = self.last_mean * (1 - self.ratio) + self.ema * self.ratio  # ray_trainer.py:1584
+                threshold = None if self.ema is None else self.ema * self.beta  # ray_trainer.py:1589
+                self.last_mean = mean
+        skips = [threshold is not None and not (math.isfinite(s) and s >= threshold) for s in stds]
+        metrics = {f"{self.prefix}/filtered_ratio": sum(skips) / len(skips) if skips else 0.0}
+        if threshold is not None:
+            metrics[f"{self.prefix}/std_threshold"] = threshold
+        return skips, metrics
+
+    def state_dict(self) -> dict:
+        return {"history": self.history, "ema": self.ema, "last_mean": self.last_mean}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.history, self.ema, self.last_mean = list(state["history"]), state["ema"], state["last_mean"]
 
 
 def reference_probabilities(group: Group, probe, reference: str, opener: str) -> tuple[list[float], list[float]]:
@@ -40,15 +159,16 @@ def score(group: Group, hp: dict, probe) -> GroupScore:
         r_prime = probe.answer_probabilities_from_ids([probe.answer_prefix_ids(group, METHOD.answer_opener)],
                                                       [group.reference])[0]
         rewards = [rlpr_debiased_reward(r, r_prime) for r in r_ref]
-    # RLPR standard deviation filtering: a group with std(r̂) < β is not trained on
-    skip = rlpr_std_filter(rewards, hp.get("std_filter_threshold", 0.0))
-    extras = [{"r_ref": a, "r_gen": b, "r_ref_without_reasoning": r_prime} for a, b in zip(r_ref, r_gen)]
-    metrics = {"rlpr/r_ref_mean": float(np.mean(r_ref)), "rlpr/reward_std": float(np.std(rewards)),
-               "rlpr/filtered_ratio": float(skip)}
+    rewards, formats = with_format_reward(rewards, group.texts, hp)
+    extras = [{"r_ref": a, "r_gen": b, "r_ref_without_reasoning": r_prime, "format": f}
+              for a, b, f in zip(r_ref, r_gen, formats)]
+    metrics = {"rlpr/r_ref_mean": float(np.mean(r_ref)), "rlpr/format_mean": float(np.mean(formats))}
+    if len(rewards) > 1:
+        metrics["rlpr/reward_std"] = _bessel_std(rewards)  # what the filter compares with its threshold
     if r_prime is not None:
         metrics["rlpr/r_ref_without_reasoning_mean"] = float(r_prime)
-    return GroupScore(rewards=rewards, majority_answer=majority_vote(group.answers), extras=extras, metrics=metrics,
-                      skip_training=skip)
+    # the standard deviation filter needs the whole step: AdaptiveStdFilter, through Method.step_filter
+    return GroupScore(rewards=rewards, majority_answer=majority_vote(group.answers), extras=extras, metrics=metrics)
 
 
 METHOD = Method(
@@ -57,14 +177,19 @@ METHOD = Method(
     paper="Yu et al. 2025, RLPR: Extrapolating RLVR to General Domains without Verifiers",
     label_free=False,
     description="Reward = mean token probability of the reference answer given the prompt and the sampled reasoning, "
-                "minus the same probability without the reasoning (clipped to [0, 1]); low-std prompts are not trained on.",
+                "minus the same probability without the reasoning (clipped to [0, 1]), with the release's small "
+                "format reward; prompts whose rewards vary less than an adaptive threshold are not trained on.",
+    defaults_source=f"{RELEASE_SCRIPT} and its verl's ppo_trainer.yaml: prompt batch 768, mini-batch 192 (4 updates "
+                    "a step), 8 rollouts, clip 0.2 / 0.27, no KL, lr 1e-6 constant without warmup, 3,072 response "
+                    "tokens, entropy_coeff 0.001; the std filter adapts from step 11 (beta 0.5 × an EMA, ratio 0.99, "
+                    "collected from step 6) and the format reward weighs 0.1 (prob.py). docs/fidelity.md lists what "
+                    "differs from the paper (arXiv 2506.18254).",
     hyperparameters=shared(**RLPR_TRAINING) + (
         bool_param("use_debiasing", True, "RLPR reward debiasing: r̂ = clip(r − r′, 0, 1), r′ = the reference's mean "
                    "token probability given the prompt without reasoning. Ablation: with false the reward is r."),
-        float_param("std_filter_threshold", 0.01, "RLPR standard deviation filtering (β): a prompt whose rewards have "
-                    "a standard deviation below this over its group is not trained on (0 turns the filter off). "
-                    "Fixed here; the paper adapts β during training.", 0.0, 1.0),
-    ),
+    ) + release_reward_parameters(),
+    relations=check_filter_steps,
+    step_filter=lambda hp: AdaptiveStdFilter.from_hyperparameters("rlpr", hp),
     scorer=score,
     # DARL Table 6 (RLPR's R1-style template): reasoning in <think>, the final answer in <answer> tags
     system_prompt=THINK_ANSWER_SYSTEM_PROMPT,
@@ -72,5 +197,5 @@ METHOD = Method(
     answer_opener="<answer>",
     reference_field="reference",
     metric_prefix="rlpr",
-    charts=("similarity/mean", "rlpr/r_ref_mean", "rlpr/filtered_ratio"),
+    charts=("similarity/mean", "rlpr/r_ref_mean", "rlpr/filtered_ratio", "rlpr/std_threshold"),
 )

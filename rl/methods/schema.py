@@ -156,6 +156,10 @@ class Method:
     steps: Callable[[dict, int], int] = _max_steps
     # checks between hyperparameters beyond the shared ones; raises HyperparameterError
     relations: Callable[[dict], None] | None = None
+    # hyperparameters -> a filter over whole steps, one per run, for a rule that needs earlier steps (RLPR's
+    # adaptive std filter): .apply(step, [each group's rewards]) -> (groups left out, metrics); its
+    # .state_dict() / .load_state_dict() go into checkpoints
+    step_filter: Callable[[dict], object] | None = None
 
     @property
     def needs_references(self) -> bool:

@@ -54,15 +54,6 @@ def rlpr_debiased_reward(r: float, r_without_reasoning: float) -> float:
     return min(max(r - r_without_reasoning, 0.0), 1.0)
 
 
-def rlpr_std_filter(rewards: Sequence[float] | np.ndarray, threshold: float) -> bool:
-    """True when the group's reward standard deviation (population) is below the threshold β: not trained on.
-
-    # RLPR (Yu et al. 2025), "standard deviation filtering" (adaptive curriculum): drop prompts with std_i(r̂_i) < β
-    """
-    rewards = np.asarray(rewards, dtype=np.float64)
-    return bool(rewards.size > 0 and float(rewards.std()) < threshold)
-
-
 def self_consistency_rewards(answers: Sequence[str | None]) -> list[float]:
     """Share of the whole group (itself included) whose answer equals each answer; 0 for None.
 

@@ -85,8 +85,8 @@ def test_each_rollout_batch_is_split_into_prompts_per_update_updates():
         if name == "r_zero":  # EasyR1's rollout batch of 512 prompts in updates of 128 (tests/rl/test_rzero.py)
             assert validate_hyperparameters(name, {})["prompts_per_update"] == 128
             continue
-        if name in ("intuitor", "empo"):  # their papers' own batches: tests/rl/test_intuitor.py, test_empo.py
-            continue
+        if name in ("intuitor", "empo", "rlpr", "darl"):  # their own batches: test_intuitor.py, test_empo.py,
+            continue  # test_rlpr.py (RLPR's release and DARL App. A: 768 prompts in updates of 192)
         values = validate_hyperparameters(name, {})
         assert values["prompts_per_update"] == 1 and values["ppo_epochs"] == 1
     assert validate_hyperparameters("ttrl", {"prompts_per_step": 8, "prompts_per_update": 4})["prompts_per_update"] == 4

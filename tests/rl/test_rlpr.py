@@ -7,7 +7,8 @@ import torch
 
 from rl.methods import METHODS, validate_hyperparameters
 from rl.policy import load_policy
-from rl.rewards.baselines import rlpr_debiased_reward, rlpr_std_filter
+from rl.methods.rlpr import r1_format_reward
+from rl.rewards.baselines import rlpr_debiased_reward
 from rl.groups import Group
 from rl.policy_probe import PolicyProbe
 
@@ -59,36 +60,116 @@ def test_score_rlpr_is_the_debiased_probability_of_the_reference():
     r̂ = clip(r − r′, 0, 1) = 0.5, 0.1, 0, 0.2 (std 0.19 ≥ β: trained).
     """
     probe = TableProbe({0: 0.9, 1: 0.5, 2: 0.2, 3: 0.6, 99: 0.4})
-    hp = validate_hyperparameters("rlpr", {"n_votes": 4, "n_train": 4})
+    hp = validate_hyperparameters("rlpr", {"n_votes": 4, "n_train": 4, "format_coefficient": 0.0})
     score = METHODS["rlpr"].scorer(rlpr_group(4), hp, probe)
     assert score.rewards == pytest.approx([0.5, 0.1, 0.0, 0.2])
     assert [e["r_ref"] for e in score.extras] == pytest.approx([0.9, 0.5, 0.2, 0.6])
     assert all(e["r_ref_without_reasoning"] == pytest.approx(0.4) for e in score.extras)
     assert score.skip_training is False
-    no_debias = validate_hyperparameters("rlpr", {"n_votes": 4, "n_train": 4, "use_debiasing": False})
+    no_debias = dict(hp, use_debiasing=False)
     assert METHODS["rlpr"].scorer(rlpr_group(4), no_debias, probe).rewards == pytest.approx([0.9, 0.5, 0.2, 0.6])
 
 
-# ---------------------------------------------------------------- standard-deviation filtering
+# ---------------------------------------------------------------- the release's format reward
 
 
-def test_the_std_filter_skips_groups_whose_reward_std_is_below_the_threshold():
-    # population std of [0.5, 0.5, 0.5, 0.52] = 0.00866 < 0.01: skipped; of [0, 1, 0, 1] = 0.5: kept
-    assert rlpr_std_filter([0.5, 0.5, 0.5, 0.52], 0.01) is True
-    assert rlpr_std_filter([0.0, 1.0, 0.0, 1.0], 0.01) is False
-    assert rlpr_std_filter([0.3, 0.3], 0.0) is False  # β = 0 turns the filter off
+def test_the_format_reward_is_the_releases_r1_check():
+    # RLPR's verl/workers/reward_manager/prob.py::format_reward (format_mode R1): each tag exactly once, in order
+    assert r1_format_reward("<think> 2+3=5 </think> <answer>5</answer>") == 1.0
+    assert r1_format_reward("<think>a</think><answer>5</answer> trailing words") == 1.0
+    assert r1_format_reward("<answer>5</answer>") == 0.0  # no reasoning block
+    assert r1_format_reward("<think>a</think><answer>5</answer><answer>6</answer>") == 0.0  # a tag twice
+    assert r1_format_reward("<answer>5</answer><think>a</think>") == 0.0  # out of order
 
 
-def test_score_rlpr_marks_a_low_std_group_as_not_trained():
-    assert METHODS["rlpr"].defaults()["std_filter_threshold"] > 0.0
-    # every reasoning gives r = 0.9, r′ = 0.4: r̂ = 0.5 for all, std 0 < β
-    probe = TableProbe({0: 0.9, 1: 0.9, 2: 0.9, 3: 0.9, 99: 0.4})
+def test_score_rlpr_mixes_in_the_format_reward_at_the_releases_weight():
+    """Worked example: r̂ = 0.5, 0.1, 0, 0.2 (as above); rollouts 0 and 2 are well formed.
+
+    prob.py: score = (1 − 0.1) · r̂ + 0.1 · format = 0.55, 0.09, 0.1, 0.18.
+    """
+    probe = TableProbe({0: 0.9, 1: 0.5, 2: 0.2, 3: 0.6, 99: 0.4})
+    group = rlpr_group(4)
+    group.texts[0] = group.texts[2] = "<think>x</think><answer>5</answer>"
     hp = validate_hyperparameters("rlpr", {"n_votes": 4, "n_train": 4})
-    score = METHODS["rlpr"].scorer(rlpr_group(4), hp, probe)
-    assert score.rewards == pytest.approx([0.5] * 4) and score.skip_training is True
-    assert score.metrics["rlpr/filtered_ratio"] == 1.0
-    off = validate_hyperparameters("rlpr", {"n_votes": 4, "n_train": 4, "std_filter_threshold": 0.0})
-    assert METHODS["rlpr"].scorer(rlpr_group(4), off, probe).skip_training is False
+    assert hp["format_coefficient"] == 0.1
+    score = METHODS["rlpr"].scorer(group, hp, probe)
+    assert score.rewards == pytest.approx([0.55, 0.09, 0.1, 0.18])
+    assert [e["format"] for e in score.extras] == [1.0, 0.0, 1.0, 0.0]
+    paper = validate_hyperparameters("rlpr", {"n_votes": 4, "n_train": 4, "format_coefficient": 0.0})
+    assert METHODS["rlpr"].scorer(group, paper, probe).rewards == pytest.approx([0.5, 0.1, 0.0, 0.2])
+
+
+# ---------------------------------------------------------------- the adaptive standard-deviation filter
+
+
+def release_filter(**values):
+    hp = validate_hyperparameters("rlpr", values)
+    return METHODS["rlpr"].step_filter(hp)
+
+
+def test_the_filter_follows_an_ema_of_the_batchs_reward_std_from_the_step_the_release_starts_it():
+    """RLPR's ray_trainer.py, filter_mode EMA (reproduce_qwen.sh: beta 0.5, ratio 0.99, EMA from step 6, filter
+    from step 11). Each step has two groups; their Bessel-corrected reward stds are s and 3s, mean 2s.
+
+    Steps 1-5: nothing. Steps 6-10: no filter; the step means 2s are collected. Step 11: EMA = their mean,
+    threshold = 0.5 EMA. Step 12: EMA = 0.99 EMA + 0.01 (step 11's mean), threshold = 0.5 EMA.
+    """
+    f = release_filter()
+    thresholds = {}
+    for step in range(1, 13):
+        s = 0.01 * step  # two rewards 0.5 ± d have a Bessel std of d·√2
+        groups = [[0.5 - s / 2 ** 0.5, 0.5 + s / 2 ** 0.5], [0.5 - 3 * s / 2 ** 0.5, 0.5 + 3 * s / 2 ** 0.5]]
+        skips, metrics = f.apply(step, groups)
+        thresholds[step] = metrics.get("rlpr/std_threshold")
+        if step < 11:
+            assert skips == [False, False] and thresholds[step] is None
+    ema = sum(2 * 0.01 * step for step in range(6, 11)) / 5  # 0.16
+    assert thresholds[11] == pytest.approx(0.5 * ema)  # 0.08: step 11's stds 0.11 and 0.33 are both kept
+    ema = 0.99 * ema + 0.01 * (2 * 0.11)
+    assert thresholds[12] == pytest.approx(0.5 * ema)
+
+
+def test_groups_below_the_threshold_are_left_out_and_the_share_is_reported():
+    f = release_filter(std_filter_ema_start_step=1, std_filter_start_step=2)
+    f.apply(1, [[0.0, 0.2], [0.0, 0.6]])  # stds 0.141 and 0.424: mean 0.283, threshold from step 2: 0.141
+    skips, metrics = f.apply(2, [[0.5, 0.6], [0.0, 1.0]])  # std 0.0707 < 0.141 (left out), 0.707 kept
+    assert skips == [True, False]
+    assert metrics["rlpr/filtered_ratio"] == 0.5
+    assert metrics["rlpr/std_threshold"] == pytest.approx(0.5 * (0.2 / 2 ** 0.5 + 0.6 / 2 ** 0.5) / 2)
+
+
+def test_a_fixed_threshold_replaces_the_adaptive_one_and_beta_0_turns_the_filter_off():
+    skips, metrics = release_filter(std_filter_threshold=0.1).apply(1, [[0.5, 0.52], [0.0, 1.0]])
+    assert skips == [True, False] and metrics["rlpr/std_threshold"] == 0.1
+    off = release_filter(std_filter_beta=0.0, std_filter_ema_start_step=1, std_filter_start_step=2)
+    for step in (1, 2, 3):
+        assert off.apply(step, [[0.5, 0.5]])[0] == [False]
+
+
+def test_the_filters_state_survives_a_checkpoint():
+    f = release_filter(std_filter_ema_start_step=1, std_filter_start_step=3)
+    for step in (1, 2, 3):
+        f.apply(step, [[0.0, 0.2 * step]])
+    resumed = release_filter(std_filter_ema_start_step=1, std_filter_start_step=3)
+    resumed.load_state_dict(f.state_dict())
+    assert resumed.apply(4, [[0.0, 1.0]]) == f.apply(4, [[0.0, 1.0]])
+
+
+def test_the_filter_must_collect_before_it_starts():
+    from rl.methods.schema import HyperparameterError
+    with pytest.raises(HyperparameterError) as refused:
+        validate_hyperparameters("rlpr", {"std_filter_ema_start_step": 11, "std_filter_start_step": 11})
+    assert refused.value.field == "std_filter_start_step"
+
+
+def test_rlpr_and_darl_default_to_the_releases_batches_and_constant_schedule():
+    for method in ("rlpr", "darl"):
+        hp = validate_hyperparameters(method, {})
+        assert (hp["prompts_per_step"], hp["prompts_per_update"], hp["n_votes"]) == (768, 192, 8)
+        assert (hp["learning_rate"], hp["lr_schedule"], hp["warmup_ratio"]) == (1e-6, "constant", 0.0)
+        assert (hp["std_filter_beta"], hp["std_filter_threshold"], hp["format_coefficient"]) == (0.5, None, 0.1)
+        source = METHODS[method].defaults_source
+        assert "reproduce_qwen.sh" in source and "768" in source and "constant" in source
 
 
 def test_the_trainer_leaves_a_skipped_group_out_of_the_update():

@@ -12,7 +12,8 @@ from tests.rl.test_train_methods import SMALL, write_rows
 def test_an_update_with_every_group_filtered_leaves_the_weights_and_says_it_was_skipped(tmp_path):
     write_rows(tmp_path / "prompts.jsonl", reference=lambda p: p["answer"])
     config = write_config(tmp_path, method="rlpr", max_steps=2, hyperparameters={
-        **SMALL, "std_filter_threshold": 1.0, "weight_decay": 0.1, "learning_rate": 1e-3})
+        **SMALL, "std_filter_threshold": 1.0, "weight_decay": 0.1, "learning_rate": 1e-3,
+        "lr_schedule": "cosine", "warmup_ratio": 0.03})  # a schedule that moves, to see it held
     result = run_trainer(config, tmp_path / "run")
     assert result.returncode == 0, result.stderr[-3000:]
     metrics = of_type(events_of(tmp_path / "run"), "metrics")
