@@ -6,6 +6,7 @@ import numpy as np
 
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
+from rl.methods.evol_rl import COMPARISON_SETUP, COMPARISON_SOURCE
 from rl.methods.schema import Hyperparameter, Method, shared
 from rl.rewards.baselines import em_sequence_reward, em_token_reward
 
@@ -40,7 +41,8 @@ TOKEN = Method(
     paper=_PAPER,
     label_free=True,
     description="Reward = − summed token entropy of the rollout (Agarwal et al.: r = −Σ_t H_t).",
-    hyperparameters=shared() + (_AGGREGATION,),
+    defaults_source=COMPARISON_SOURCE + ".",
+    hyperparameters=shared(**COMPARISON_SETUP) + (_AGGREGATION,),
     scorer=score_token,
 )
 
@@ -50,6 +52,7 @@ SEQUENCE = Method(
     paper=_PAPER,
     label_free=True,
     description="Reward = log-probability of the rollout, a sum over its tokens (sequence-level entropy minimisation).",
-    hyperparameters=shared() + (_AGGREGATION,),
+    defaults_source=COMPARISON_SOURCE + ".",
+    hyperparameters=shared(**COMPARISON_SETUP) + (_AGGREGATION,),
     scorer=score_sequence,
 )

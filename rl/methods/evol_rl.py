@@ -10,6 +10,14 @@ from rl.methods.schema import Method, bool_param, float_param, shared
 from rl.rewards.evolrl import INVALID_REWARD, evol_rl_answer, novelty_scores
 from rl.rewards.ttrl import ttrl_rewards
 
+# EVOL-RL §4 (App. C, verl/examples/labelfree/*.sh): every method it compares, its TTRL, EM-RL and self-consistency
+# baselines included, runs TTRL's 64 votes / 32 trained with 12,288 response tokens (K=12). The baselines take this
+# setup so that a comparison with EVOL-RL differs only in what EVOL-RL adds.
+COMPARISON_SETUP = {"max_completion_length": 12288}
+COMPARISON_SOURCE = ("EVOL-RL §4, which compares it (verl/examples/labelfree/ttrl_baseline.sh: 64 votes, 32 trained, "
+                     "8 prompts a step, 1 per update, 12,288 response tokens, lr 5e-7 cosine after a 3% warmup, "
+                     "KL 0.001)")
+
 
 def score(group: Group, hp: dict, probe) -> GroupScore:
     """Majority and novelty over all n_votes rollouts; the trainer trains on the first n_train (DESIGN §6).
@@ -51,7 +59,7 @@ METHOD = Method(
           "Variation (EVOL-RL)",
     label_free=True,
     description="Majority selects (reward bands [0.5, 1] / [-1, -0.5]); semantic novelty ranks within each band.",
-    hyperparameters=shared(epsilon_high=0.28, entropy_coef=0.003, max_completion_length=12288) + (
+    hyperparameters=shared(epsilon_high=0.28, entropy_coef=0.003, **COMPARISON_SETUP) + (
         float_param("alpha", 0.5, "Novelty mixing: u = 1 − (α·mean similarity in own group + (1 − α)·max "
                     "similarity).", 0.0, 1.0),
         bool_param("use_novelty", True, "Ablation (\"−Novelty Reward\"): with false the reward falls back to "

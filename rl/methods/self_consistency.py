@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
+from rl.methods.evol_rl import COMPARISON_SETUP, COMPARISON_SOURCE
 from rl.methods.schema import Method, shared
 from rl.rewards.baselines import self_consistency_rewards
 
@@ -18,6 +19,7 @@ METHOD = Method(
     paper="Self-consistency reward (baseline in EVOL-RL, conference version)",
     label_free=True,
     description="Reward = share of the group whose answer agrees with the rollout's answer.",
-    hyperparameters=shared(),
+    defaults_source=COMPARISON_SOURCE + ".",
+    hyperparameters=shared(**COMPARISON_SETUP),
     scorer=score,
 )

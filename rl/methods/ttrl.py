@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
+from rl.methods.evol_rl import COMPARISON_SETUP, COMPARISON_SOURCE
 from rl.methods.schema import Method, shared
 from rl.rewards.ttrl import ttrl_rewards
 
@@ -19,7 +20,8 @@ METHOD = Method(
     paper="Zuo et al. 2025, TTRL: Test-Time Reinforcement Learning (arXiv:2504.16084)",
     label_free=True,
     description="Majority vote over n_votes rollouts is the pseudo-label; reward 1 for agreeing rollouts.",
-    hyperparameters=shared(),
+    defaults_source=COMPARISON_SOURCE + "; TTRL's own paper used 3,072 tokens.",
+    hyperparameters=shared(**COMPARISON_SETUP),
     scorer=score,
     metric_prefix="ttrl",
 )

@@ -94,3 +94,14 @@ def test_each_rollout_batch_is_split_into_prompts_per_update_updates():
         validate_hyperparameters("evol_rl", {"prompts_per_step": 8, "prompts_per_update": 3})
     assert error.value.field == "prompts_per_update"
     assert "prompts_per_update=3 is invalid" in str(error.value) and "prompts_per_step=8" in str(error.value)
+
+
+def test_each_baseline_defaults_to_the_setup_of_the_paper_that_compares_it():
+    # EVOL-RL §4 (and its ttrl_baseline.sh, K=12) runs TTRL, EM-RL and self-consistency at its own 12,288 tokens
+    evol = validate_hyperparameters("evol_rl", {})
+    for name in ("ttrl", "em_token", "em_sequence", "self_consistency"):
+        values = validate_hyperparameters(name, {})
+        same = ("max_completion_length", "n_votes", "n_train", "prompts_per_step", "prompts_per_update",
+                "learning_rate", "lr_schedule", "warmup_ratio", "kl_coef", "temperature", "loss_type")
+        assert {k: values[k] for k in same} == {k: evol[k] for k in same}, name
+        assert "12,288" in METHODS[name].defaults_source

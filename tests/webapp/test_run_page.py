@@ -169,6 +169,32 @@ def test_the_compare_page_lists_the_runs_and_highlights_differing_hyperparameter
     assert initial["metrics"][str(b.pk)]["entropy"]["steps"] == [1]
 
 
+def test_the_compare_page_names_every_setting_on_which_the_runs_differ(client, lab):
+    # EVOL-RL against its TTRL baseline at both methods' defaults: the paper's comparison, so the response length is
+    # the same (12,288) and what differs is what EVOL-RL adds; a different seed and step count are named too
+    from rl.methods import validate_hyperparameters
+
+    ttrl = make_run(lab, name="ttrl", hyperparameters=validate_hyperparameters("ttrl", {}), seed=1)
+    evol = make_run(lab, name="evol", method="evol_rl", hyperparameters=validate_hyperparameters("evol_rl", {}),
+                    max_steps=3)
+    client.force_login(lab[1]["vic"])
+    page = client.get(f"/compare/?runs={ttrl.pk},{evol.pk}").content.decode()
+    summary = re.search(r'<p id="hp-differences">(.*?)</p>', page, re.S).group(1)
+    named = re.findall(r"<code>([^<]+)</code>", summary)
+    assert {"method", "seed", "max_steps", "epsilon_high", "entropy_coef", "alpha"} <= set(named)
+    assert "max_completion_length" not in named and "n_votes" not in named
+    assert re.search(r'<tr class="hp-row differs" data-hp="seed"><th><code>seed</code></th><td class="hp-cell">1</td>'
+                     r'<td class="hp-cell">0</td></tr>', page)
+
+
+def test_the_compare_page_says_when_nothing_differs(client, lab):
+    a = make_run(lab, name="a", hyperparameters={"n_votes": 8})
+    b = make_run(lab, name="b", hyperparameters={"n_votes": 8})
+    client.force_login(lab[1]["vic"])
+    page = client.get(f"/compare/?runs={a.pk},{b.pk}").content.decode()
+    assert re.search(r'<p id="hp-differences">\s*Same method, settings and hyperparameters', page)
+
+
 def test_the_compare_page_is_a_404_for_a_run_of_another_team(client, lab, django_user_model):
     run = make_run(lab)
     team = make_team("elsewhere", bob="admin")

@@ -241,24 +241,35 @@ def run_alerts_json(run: Run) -> list[dict]:
 
 
 def hyperparameter_diff(runs: list[Run]) -> dict:
-    """The compare page's table: one row per hyperparameter any of the runs has (a value
-    the run did not set is its method's default), {name, cells: [text per run], differs}."""
+    """The compare page's table: a row per run setting (steps, seed, hardware, eval set), then one per
+    hyperparameter any of the runs has (a value the run did not set is its method's default):
+    {name, cells: [text per run], differs}; `differing_names` lists every name whose values differ, the
+    method, model and prompt set of the page's first table included, so a confounded comparison shows."""
 
     def text(value):
         return "—" if value is _MISSING else _display(value)
 
-    per_run, names = [], []
+    per_run, names = [], list(_RUN_SETTINGS)
     for run in runs:
         method = METHODS.get(run.method)
         values = {**(method.defaults() if method else {}), **(run.hyperparameters or {})}
-        per_run.append(values)
+        per_run.append({**{name: read(run) for name, read in _RUN_SETTINGS.items()}, **values})
         names += [n for n in values if n not in names]
     rows = []
     for name in names:
         raw = [values.get(name, _MISSING) for values in per_run]
         cells = [text(v) for v in raw]
         rows.append({"name": name, "cells": cells, "differs": len(set(cells)) > 1})
-    return {"rows": rows, "differing": sum(r["differs"] for r in rows)}
+    headline = [name for name, read in _RUN_HEADLINE.items() if len({read(run) for run in runs}) > 1]
+    return {"rows": rows, "differing": sum(r["differs"] for r in rows),
+            "differing_names": headline + [r["name"] for r in rows if r["differs"]]}
+
+
+# what the compare page's first table shows, and the run settings its hyperparameter table starts with
+_RUN_HEADLINE = {"method": lambda r: r.method, "model": lambda r: r.model, "prompt_set": lambda r: r.prompt_set_id}
+_RUN_SETTINGS = {"max_steps": lambda r: r.max_steps, "seed": lambda r: r.seed, "gpus": lambda r: r.gpus,
+                 "nodes": lambda r: r.nodes,
+                 "eval_prompt_set": lambda r: r.eval_prompt_set.name if r.eval_prompt_set_id else None}
 
 
 _MISSING = object()

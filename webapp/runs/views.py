@@ -217,7 +217,8 @@ def compare(request):
         recent = visible.select_related("prompt_set")[:50]
         return render(request, "runs/compare.html", {"runs": [], "recent": recent, "error": problem,
                                                      "max_runs": MAX_COMPARED_RUNS}, status=400)
-    found = {r.pk: r for r in visible.select_related("prompt_set", "team", "created_by").filter(pk__in=ids)}
+    found = {r.pk: r for r in visible.select_related("prompt_set", "eval_prompt_set", "team", "created_by")
+             .filter(pk__in=ids)}
     missing = [pk for pk in ids if pk not in found]
     if missing:
         raise Http404(f"no run with id {missing[0]}")
