@@ -59,6 +59,11 @@ METHOD = Method(
           "Variation (EVOL-RL)",
     label_free=True,
     description="Majority selects (reward bands [0.5, 1] / [-1, -0.5]); semantic novelty ranks within each band.",
+    defaults_source="EVOL-RL App. C Tables 2-3: train batch 8, PPO mini-batch 1 (32 rollouts), 64 votes, 32 "
+                    "trained, temperature 1.0 (0.6 for validation), lr 5e-7, KL loss 0.001, clip-high 0.28, "
+                    "entropy coefficient 0.003, α 0.5; 12,288 response tokens (§4); the cosine schedule after a 3% "
+                    "warmup of verl/examples/labelfree/evol_rl.sh (whose --ent defaults to 0: the paper's 0.003 is "
+                    "kept).",
     hyperparameters=shared(epsilon_high=0.28, entropy_coef=0.003, **COMPARISON_SETUP) + (
         float_param("alpha", 0.5, "Novelty mixing: u = 1 − (α·mean similarity in own group + (1 − α)·max "
                     "similarity).", 0.0, 1.0),

@@ -66,6 +66,10 @@ METHOD = Method(
     # phase's script overrides it): prompts_per_step, so a step is 4 updates. (The released challenger script,
     # scripts/questioner_train_penalty.sh, sets global_batch_size=16; we follow App. B.1.2's 128.) ppo_epochs 1
     # and a constant learning rate without warmup are EasyR1's ActorConfig / examples/config.yaml defaults.
+    defaults_source="R-Zero App. B.1: lr 1e-6, weight decay 1e-2, KL 1e-2, temperature 1.0, top-p 0.99, 5 solver "
+                    "rollouts, global batch 128 (prompts per update); EasyR1's rollout batch of 512 prompts "
+                    "(R-Zero's examples/config.yaml), one epoch, constant lr without warmup; §2.3: 3..7 of 10 "
+                    "answers agreeing. variant: release switches to the released code (docs/fidelity.md).",
     hyperparameters=shared(n_votes=5, n_train=5, prompts_per_step=512, prompts_per_update=128, learning_rate=1e-6,
                            weight_decay=0.01, kl_coef=0.01, top_p=0.99, max_completion_length=4096,
                            lr_schedule="constant", warmup_ratio=0.0) + (

@@ -105,3 +105,8 @@ def test_each_baseline_defaults_to_the_setup_of_the_paper_that_compares_it():
                 "learning_rate", "lr_schedule", "warmup_ratio", "kl_coef", "temperature", "loss_type")
         assert {k: values[k] for k in same} == {k: evol[k] for k in same}, name
         assert "12,288" in METHODS[name].defaults_source
+
+
+def test_every_method_says_where_its_defaults_come_from():
+    # GET /api/methods shows it beside the schema (issue 22)
+    assert [name for name, method in METHODS.items() if len(method.defaults_source) < 40] == []

@@ -381,3 +381,12 @@ def test_a_viewer_opening_a_clone_is_told_they_cannot_launch_in_that_team(client
     page = signed_in(client, lab, "vic").get(f"/runs/new/?clone={source.pk}").content.decode()
     assert 'id="launch-notice"' in page and "role in team &#x27;lab&#x27; is viewer" in page
     assert client.post(f"/runs/{source.pk}/clone/").status_code == 403
+
+
+def test_the_form_says_where_each_methods_defaults_come_from(client, lab):
+    from django.utils.html import escape
+
+    from rl.methods import METHODS
+
+    page = signed_in(client, lab).get("/runs/new/").content.decode()
+    assert escape(METHODS["empo"].defaults_source) in page and escape(METHODS["rlpr"].defaults_source) in page
