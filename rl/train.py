@@ -238,8 +238,8 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
     field = spec.reference_field_for(hp)  # None for the label-free methods: they get no references at all
     references = {row["id"]: row[field] for row in config.prompts} if field else {}
     # loaded once per run: every method's group event carries the similarity matrix of its rollouts
-    embedder = Embedder(config.embedding_model, device="cuda" if on_gpu else "cpu",
-                        max_seq_length=hp["embedding_max_length"])
+    embedder = Embedder.for_run(config.embedding_model, hp, device="cuda" if on_gpu else "cpu")
+    events.log("info", embedder.summary())  # the run's record of what embedded its rollouts
 
     args = grpo_config(hp, max_steps=config.max_steps, seed=config.seed, output_dir=run_dir / CHECKPOINTS_DIR)
     event_log = EventLogCallback(events, run_dir)

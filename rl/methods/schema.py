@@ -288,9 +288,13 @@ _SHARED = {
         bool_param("vllm_importance_sampling_correction", False, "With vLLM generation, reweight the loss by "
                    "π_train/π_vLLM per token (TRL's truncated importance sampling). Off as in the papers' verl runs; "
                    "no effect with generation_backend 'hf'."),
-        int_param("embedding_max_length", 256, "Tokens of a rollout's text the embedder reads (the similarity matrix "
-                  "and EVOL-RL's novelty); longer texts keep their end (EVOL-RL's code truncates from the left).",
-                  8, 512),
+        Hyperparameter("embedding_max_length", "int", None, "Tokens per window of the embedder (the similarity "
+                       "matrix and EVOL-RL's novelty); null: the embedder's own maximum (all-MiniLM-L6-v2: 256).",
+                       min=8, max=32768, nullable=True),
+        Hyperparameter("embedding_pooling", "choice", "windows", "A rollout longer than the embedder's window: "
+                       "'windows' embeds all of it, window by window, and averages them (weighted by tokens), so "
+                       "responses that differ early differ; 'end' keeps only its last window (EVOL-RL's code "
+                       "truncates from the left, with a 16k-token embedder).", choices=("windows", "end")),
     )
 }
 

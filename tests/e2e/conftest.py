@@ -1,4 +1,6 @@
 import os
+import signal
+import subprocess
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -64,6 +66,23 @@ ENGINE_LEASE = {"EVOLAB_RUN_LEASE_SECONDS": "5", "EVOLAB_RUN_HEARTBEAT_SECONDS":
 
 # Module-scoped: each engine's tests are one file, so each engine starts once per session and stops after its
 # file instead of idling (and being watched) through the rest of the suite.
+CLUSTERS = ("slurm_cluster", "ray_cluster")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items):
+    """Each cluster's tests run together, where the first of them is. pytest-django runs the tests that use no
+    database after all those that do: the last test of each engine file (the loopback check, which uses none) would
+    run at the end of the suite and start its cluster a second time, after the rest of its file stopped it."""
+    for fixture in CLUSTERS:
+        using = [item for item in items if fixture in getattr(item, "fixturenames", ())]
+        if using:
+            first = items.index(using[0])
+            chosen = set(map(id, using))
+            rest = [item for item in items if id(item) not in chosen]
+            items[:] = rest[:first] + using + rest[first:]
+
+
 @pytest.fixture(scope="module")
 def slurm_cluster():
     from scripts.clusters import SlurmCluster, slurm_missing
@@ -123,7 +142,20 @@ class EngineStack:
         return self.stack.start_worker(f"{self.prefix}cpu,{self.prefix}gpu")
 
     def stop(self):
-        self.stack.stop()
+        # all at once, as none of them waits on another: Stack.stop's one at a time spends a second on each worker
+        running = [process for _, process in self.stack.children if process.poll() is None]
+        for process in running:
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for process in running:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self.stack.children.clear()
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
 """Helpers for tests that drive the real daphne server and Celery worker."""
 import json
+import os
+import signal
 import threading
 import time
 from pathlib import Path
@@ -120,6 +122,20 @@ def launch_small_run(stack, user, name, max_steps, **extra) -> int:
     prompt_set = make_prompt_set(user, name=f"arith-{name}")
     return stack.api.post("/runs", json={"name": name, "method": "ttrl", "prompt_set": prompt_set.pk,
                                          "max_steps": max_steps, "hyperparameters": SMALL_TTRL, **extra})["id"]
+
+
+def kill_the_worker_mid_run(stack, run_id: int) -> str:
+    """Once the run has trained a step, SIGKILL the training worker of `stack` (an EngineStack), as a machine lost
+    mid-run, and wait for the lease check to queue the run again, saying why. Returns the run's engine job id."""
+    from webapp.runs.models import Run
+
+    stack.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 1, timeout=180, what="step 1")
+    job_id = Run.objects.get(pk=run_id).engine_job_id
+    os.kill(stack.worker.pid, signal.SIGKILL)
+    stack.worker.wait()
+    requeued = stack.api.wait_for(run_id, lambda r: r["state"] == "queued", timeout=30, what="the lease check")
+    assert "stopped answering" in requeued["message"], requeued
+    return job_id
 
 
 def assert_each_event_stored_once(run_id: int) -> None:

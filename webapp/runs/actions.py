@@ -42,7 +42,7 @@ def queue_for(gpus: int) -> str:
 
 def launch_run(*, user, name, method, prompt_set, model="default", hyperparameters=None, max_steps=None, seed=0,
                gpus=None, queue=None, eval_prompt_set=None, tags=None, cloned_from=None, nodes=None,
-               engine_options=None) -> Run:
+               engine_options=None, embedding_model="") -> Run:
     """Create a queued run in the prompt set's team and queue it. The user must be a
     member or admin of that team (PermissionDenied otherwise). `cloned_from`: the run
     this one was cloned from (the launch form pre-filled from it), recorded as such."""
@@ -83,6 +83,8 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
     seed = _whole_number(seed or 0, "seed", 0, MAX_SEED)
     model = _plain_text(model, "model", Run._meta.get_field("model").max_length) or "default"
     gpus = _whole_number(default_gpus(model) if gpus in (None, "") else gpus, "gpus", 0, MAX_GPUS)
+    # a folder on the worker, checked there: the trainer refuses one that is not a sentence-transformers model
+    embedding_model = _plain_text(embedding_model, "embedding_model", Run._meta.get_field("embedding_model").max_length)
     nodes = _whole_number(1 if nodes in (None, "") else nodes, "nodes", 1, MAX_NODES)
     if engine_options not in (None, "", {}) and not isinstance(engine_options, dict):
         raise RunInputError("engine_options must be an object: partition, account, time_limit, sbatch", "engine_options")
@@ -99,6 +101,7 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
             eval_prompt_set=eval_prompt_set,
             tags=tags,
             model=model,
+            embedding_model=embedding_model,
             hyperparameters=hyperparameters,
             max_steps=max_steps,
             seed=seed,
@@ -217,6 +220,7 @@ def clone_run(run: Run, *, user, name=None) -> Run:
         method=run.method,
         prompt_set=run.prompt_set,
         model=run.model,
+        embedding_model=run.embedding_model,
         hyperparameters=run.hyperparameters,
         max_steps=run.max_steps,
         seed=run.seed,

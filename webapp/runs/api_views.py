@@ -84,6 +84,7 @@ def runs(request):
             method=str(data["method"]),
             prompt_set=prompt_set,
             model=data.get("model") or "default",
+            embedding_model=data.get("embedding_model"),
             hyperparameters=hyperparameters,
             max_steps=data.get("max_steps"),
             seed=data.get("seed", 0),

@@ -27,7 +27,7 @@ SECTIONS = (
     ("sampling", "Sampling", ("n_votes", "n_train", "prompts_per_step", "temperature", "top_p",
                               "max_prompt_length", "max_completion_length", "generation_backend",
                               "vllm_importance_sampling_correction",
-                              "embedding_max_length")),
+                              "embedding_max_length", "embedding_pooling")),
     ("optimisation", "Optimisation", ("learning_rate", "lr_schedule", "warmup_ratio", "weight_decay",
                                       "prompts_per_update", "ppo_epochs", "kl_coef", "epsilon", "epsilon_high",
                                       "importance_sampling_level", "loss_type", "entropy_coef", "save_every")),
@@ -38,7 +38,7 @@ _SECTIONED = {name for _, _, names in SECTIONS if names for name in names}
 # The run's Slurm options (DESIGN §4.9) by their inputs' names; used when its worker hands runs to Slurm.
 SLURM_FIELDS = {"partition": "slurm_partition", "account": "slurm_account", "time_limit": "slurm_time_limit",
                 "sbatch": "slurm_sbatch"}
-TOP_FIELDS = ("name", "team", "prompt_set", "method", "model", "max_steps", "seed", "gpus", "nodes", "eval_prompt_set",
+TOP_FIELDS = ("name", "team", "prompt_set", "method", "model", "embedding_model", "max_steps", "seed", "gpus", "nodes", "eval_prompt_set",
               "tags", *SLURM_FIELDS.values())
 ALERTS_MARKER = "alert_rules_shown"
 
@@ -108,7 +108,8 @@ def initial_form(request) -> LaunchForm:
     sets = list(PromptSet.objects.filter(team__in=teams).select_related("team"))
     values = {
         "name": "", "team": "", "prompt_set": request.GET.get("prompt_set", ""),
-        "method": request.GET.get("method", "ttrl"), "model": "default", "max_steps": str(presets.SMALL_CPU_MAX_STEPS),
+        "method": request.GET.get("method", "ttrl"), "model": "default", "embedding_model": "",
+        "max_steps": str(presets.SMALL_CPU_MAX_STEPS),
         "seed": "0", "gpus": "", "nodes": "1", "eval_prompt_set": "", "tags": "", "cloned_from": "",
         **{field: "" for field in SLURM_FIELDS.values()},
     }
@@ -134,6 +135,7 @@ def initial_form(request) -> LaunchForm:
         values.update(
             name=f"{source.name} (clone)", team=str(source.team_id), prompt_set=str(source.prompt_set_id),
             method=source.method if source.method in METHODS else "ttrl", model=source.model,
+            embedding_model=source.embedding_model,
             max_steps=str(source.max_steps), seed=str(source.seed), gpus=str(source.gpus), nodes=str(source.nodes),
             eval_prompt_set=str(source.eval_prompt_set_id or ""), tags=", ".join(source.tags or []),
             cloned_from=str(source.pk), **_slurm_values(source.engine_options),
@@ -301,6 +303,7 @@ def submit(request):
             hyperparameters["alert_rules"] = overrides
         run = launch_run(
             user=user, name=values["name"], method=method, prompt_set=prompt_set, model=values["model"],
+            embedding_model=values["embedding_model"],
             hyperparameters=hyperparameters, max_steps=values["max_steps"], seed=values["seed"], gpus=values["gpus"],
             eval_prompt_set=eval_prompt_set, tags=values["tags"], cloned_from=cloned_from, nodes=values["nodes"],
             engine_options={name: values[field].split() if name == "sbatch" else values[field].strip()

@@ -59,6 +59,9 @@ class Run(models.Model):
                                         related_name="eval_runs")
     tags = models.JSONField(default=list, blank=True)
     model = models.CharField(max_length=500, default="default")
+    # the sentence-transformers folder on the worker that embeds the rollouts (similarity, EVOL-RL's novelty);
+    # blank: the bundled all-MiniLM-L6-v2
+    embedding_model = models.CharField(max_length=500, blank=True, default="")
     hyperparameters = models.JSONField(default=dict)
     max_steps = models.PositiveIntegerField()
     seed = models.IntegerField(default=0)
@@ -166,7 +169,7 @@ class Run(models.Model):
             "model": self.model,
             "prompts": str(prompts_path),
             "eval_prompts": str(eval_prompts_path) if eval_prompts_path else None,
-            "embedding_model": None,
+            "embedding_model": self.embedding_model or None,
             "max_steps": self.max_steps,
             "seed": self.seed,
             "hyperparameters": self.training_hyperparameters(),
@@ -208,6 +211,7 @@ class Run(models.Model):
             "eval_prompt_set": self.eval_prompt_set_id,
             "tags": self.tags,
             "model": self.model,
+            "embedding_model": self.embedding_model,
             "hyperparameters": self.hyperparameters,
             "max_steps": self.max_steps,
             "total_steps": self.total_steps,
