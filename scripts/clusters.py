@@ -45,6 +45,61 @@ def reap_orphans() -> None:
             return
 
 
+def _start_time(pid: int) -> str | None:
+    """The process's start time (in clock ticks since boot), which tells it from a later one given the same pid."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def process_tree(roots: list[int]) -> dict[int, str]:
+    """Each process under `roots`, them included, with its start time."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    children.setdefault(int(f.read().rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+            except (OSError, IndexError, ValueError):
+                continue
+    found, frontier = set(), list(roots)
+    while frontier:
+        pid = frontier.pop()
+        if pid not in found:
+            found.add(pid)
+            frontier.extend(children.get(pid, ()))
+    return {pid: start for pid in found if (start := _start_time(pid)) is not None}
+
+
+def kill_tree(processes: list[subprocess.Popen], timeout: float = 10.0) -> None:
+    """SIGKILL, at once, these children (each the leader of a process group of its own), their groups and every
+    process under them, those that left the group for a session of their own included; then wait until each is
+    gone (reaped: this process is their subreaper). For a throwaway cluster, whose state nobody reads again."""
+    tree = process_tree([p.pid for p in processes if p.poll() is None])
+    for process in processes:
+        if process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for pid, start in tree.items():
+        if _start_time(pid) == start:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for process in processes:
+        process.wait()
+    deadline = time.monotonic() + timeout
+    while True:
+        reap_orphans()
+        if not any(_start_time(pid) == start for pid, start in tree.items()) or time.monotonic() > deadline:
+            return
+        time.sleep(0.02)
+
+
 def slurm_missing() -> str | None:
     missing = [b for b in SLURM_BINARIES if shutil.which(b) is None]
     if missing:
@@ -141,16 +196,9 @@ PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
         return subprocess.run(list(argv), env={**os.environ, **self.env}, capture_output=True, text=True, timeout=30)
 
     def stop(self) -> None:
-        for process in reversed(self.processes):
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
-        for process in reversed(self.processes):
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-        reap_orphans()
+        """Kills every daemon at once: the cluster is thrown away, its state in this folder, so nothing is lost
+        (slurmctld takes seconds to save it on SIGTERM)."""
+        kill_tree(self.processes)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -209,9 +257,11 @@ class RayCluster:
                     "--dashboard-port", str(self.dashboard_port), "--ray-client-server-port",
                     str(free_port(self.HEAD)), "--temp-dir", str(self.root / "t"), "--num-cpus", "1",
                     "--num-gpus", "0", "--disable-usage-stats", *self._ports(self.HEAD, first))
-        self._wait(self._head_answers, timeout, "Ray's job API")
+        # the second node needs only the head's GCS: it joins while the head's dashboard is still starting
+        self._wait(self._gcs_listens, timeout, "Ray's GCS")
         self._start(env, "second", "--address", f"{self.HEAD}:{self.gcs_port}", "--num-cpus", "1", "--num-gpus", "0",
                     "--disable-usage-stats", *self._ports(self.SECOND, first + 200))
+        self._wait(self._head_answers, timeout, "Ray's job API")
         self._wait(lambda: self.alive_nodes() == 2, timeout, "two live Ray nodes")
         return self
 
@@ -228,7 +278,7 @@ class RayCluster:
             if dead or time.monotonic() > deadline:
                 logs = "".join(p.read_text(errors="replace")[-2000:] for p in (self.root / "log").glob("*"))
                 raise RuntimeError(f"no {what} ({'exited' if dead else 'timed out'}):\n{logs}")
-            time.sleep(0.5)
+            time.sleep(0.2)
 
     def get(self, path: str):
         import json
@@ -236,6 +286,10 @@ class RayCluster:
 
         with urllib.request.urlopen(self.address + path, timeout=10) as response:
             return json.loads(response.read())
+
+    def _gcs_listens(self) -> bool:
+        with socket.socket() as s:
+            return s.connect_ex((self.HEAD, self.gcs_port)) == 0
 
     def _head_answers(self) -> bool:
         try:
@@ -255,16 +309,11 @@ class RayCluster:
         return self.get(f"/api/jobs/{submission_id}")
 
     def stop(self) -> None:
-        for process in reversed(self.processes):
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGTERM)  # `ray start --block` stops its node's processes on SIGTERM
-        for process in reversed(self.processes):
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
-        reap_orphans()
+        """Kills both nodes at once, every process of theirs with them (the jobs' drivers, which Ray starts in
+        sessions of their own, and their watchers included): the cluster is thrown away, its state in this folder,
+        so nothing is lost. `ray start --block` stops its node gracefully on SIGTERM, but takes 10 s and more per
+        node to."""
+        kill_tree(self.processes)
         shutil.rmtree(self.root, ignore_errors=True)
 
 
