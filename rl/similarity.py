@@ -194,8 +194,8 @@ class Embedder:
         if self.pooling == "end":
             return self._encode(list(texts))
         owners, pieces, weights = [], [], []
-        for i, text in enumerate(texts):
-            for piece, tokens in self._windows(text):
+        for i, windows in enumerate(self.windows(texts)):
+            for piece, tokens in windows:
                 owners.append(i)
                 pieces.append(piece)
                 weights.append(tokens)
@@ -210,15 +210,22 @@ class Embedder:
                                     normalize_embeddings=True, show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32)
 
-    def _windows(self, text: str) -> list[tuple[str, int]]:
-        """The text cut at token boundaries into pieces that each fit the model's window, with their token counts."""
+    def windows(self, texts: Sequence[str]) -> list[list[tuple[str, int]]]:
+        """Each text cut at token boundaries into pieces that fit the model's window, with their token counts.
+
+        One batched call of the (Rust) tokenizer for all texts: tokenizing them one by one held a GPU step back.
+        """
         tokenizer = self.model.tokenizer
         size = max(1, int(self.model.max_seq_length) - tokenizer.num_special_tokens_to_add())
-        spans = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)["offset_mapping"]
-        if len(spans) <= size:
-            return [(text, max(1, len(spans)))]
-        return [(text[chunk[0][0]:chunk[-1][1]], len(chunk))
-                for chunk in (spans[start:start + size] for start in range(0, len(spans), size))]
+        encoded = tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        result = []
+        for text, spans in zip(texts, encoded["offset_mapping"]):
+            if len(spans) <= size:
+                result.append([(text, max(1, len(spans)))])
+            else:
+                result.append([(text[chunk[0][0]:chunk[-1][1]], len(chunk))
+                               for chunk in (spans[start:start + size] for start in range(0, len(spans), size))])
+        return result
 
     def similarity(self, texts: Sequence[str]) -> np.ndarray:
         return cosine_similarity_matrix(self.embed(texts))
