@@ -40,7 +40,7 @@ TRL_METRIC_NAMES = {
     "learning_rate": "learning_rate",
 }
 EVOLAB_METRIC_NAMES = ("majority_ratio", "unique_answers", "similarity/mean", "time/generation", "time/reward",
-                       "time/novelty", "reward/vote_mean", "reward/vote_std", "label_accuracy", "maj@16", "pass@1",
+                       "time/novelty", "reward/vote_mean", "reward/vote_std", "label_accuracy", "reward_accuracy", "maj@16", "pass@1",
                        "pass@16", "updates/skipped")
 
 

@@ -107,17 +107,29 @@ class LabelMonitor:
     def __bool__(self) -> bool:
         return bool(self._labels)
 
-    def group_metrics(self, prompt_id: str, answers: Sequence[str | None], majority: str | None) -> dict | None:
-        """label_accuracy, pass@1 and, with at least 16 votes, maj@16 and pass@16; None when unlabelled."""
+    def group_metrics(self, prompt_id: str, answers: Sequence[str | None], majority: str | None,
+                      trained: Sequence[bool] | None = None) -> dict | None:
+        """label_accuracy, pass@1 and, with at least 16 votes, maj@16 and pass@16; None when unlabelled.
+
+        `trained` (which rollouts the update uses), given for a method whose reward credits agreeing with the
+        vote, adds reward_accuracy.
+        """
         label = self._labels.get(prompt_id)
         if label is None:
             return None
         n = len(answers)
-        correct = sum(answers_equal(a, label) for a in answers)
+        right = [a is not None and answers_equal(a, label) for a in answers]
+        correct = sum(right)
         values = {
             "label_accuracy": float(majority is not None and answers_equal(majority, label)),
             "pass@1": pass_at_k(n, correct, 1),
         }
+        if trained is not None and any(trained):
+            # TTRL §4 reward accuracy: the share of trained rollouts whose majority reward (credited when in the
+            # majority) agrees with the label's (credited when right); above label_accuracy: the "lucky hits"
+            credited = [a is not None and majority is not None and answers_equal(a, majority) for a in answers]
+            agree = [c == r for c, r, t in zip(credited, right, trained) if t]
+            values["reward_accuracy"] = sum(agree) / len(agree)
         if n >= 16:  # fewer votes cannot estimate them; the names promise 16 samples
             values["maj@16"] = maj_at_k(answers, label, 16)
             values["pass@16"] = pass_at_k(n, correct, 16)

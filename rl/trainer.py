@@ -137,6 +137,7 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         self.score_batch = score_batch or each_group(spec.scorer)
         self.step_filter = spec.step_filter(hyperparameters or {}) if spec.step_filter else None
         self.extract_answer = spec.answer_rule
+        self.rewards_the_vote = spec.rewards_the_vote
         self.scoring_timer = spec.scoring_timer
         self.n_train = n_train
         self.hyperparameters = dict(hyperparameters or {}, n_train=n_train)
@@ -358,7 +359,8 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
             group_values.append({"majority_ratio": majority_ratio(answers, majority),
                                  "unique_answers": unique_answers(answers),
                                  "similarity/mean": similarity_mean(similarity)})
-            labelled = self.label_monitor.group_metrics(batch.prompt_ids[k * g], answers, majority)
+            trained = [r["used_for_training"] for r in rollouts] if self.rewards_the_vote else None
+            labelled = self.label_monitor.group_metrics(batch.prompt_ids[k * g], answers, majority, trained)
             if labelled is not None:
                 label_values.append(labelled)
         for values in (group_values, label_values):  # means over prompts, averaged again by TRL's log()

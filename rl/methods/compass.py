@@ -40,6 +40,7 @@ METHOD = Method(
         bool_param("use_dpr", True, "Ablation: with false the Decisive Path Reward is left out."),
     ),
     scorer=score,
+    rewards_the_vote=True,  # reward_accuracy (TTRL §4) is charted with labels
     metric_prefix="compass",
     charts=("similarity/mean", "compass/credibility_mean"),
 )

@@ -49,6 +49,7 @@ METHOD = Method(
                     nullable=True),
     ),
     scorer=score,
+    rewards_the_vote=True,  # reward_accuracy (TTRL §4) is charted with labels
     metric_prefix="empo",
     charts=("similarity/mean", "empo/semantic_entropy_mean"),
 )

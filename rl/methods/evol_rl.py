@@ -74,6 +74,7 @@ METHOD = Method(
                    "epsilon)."),
     ),
     scorer=score,
+    rewards_the_vote=True,  # reward_accuracy (TTRL §4) is charted with labels
     # EVOL-RL counts a box without a digit as invalid (DESIGN §6)
     answer_rule=evol_rl_answer,
     metric_prefix="evol_rl",

@@ -148,6 +148,9 @@ class Method:
     # whether label_accuracy is charted live when the prompts carry labels (R-Zero's solver trains on its
     # own questions, so a run of it logs none)
     charts_label_accuracy: bool = True
+    # whether the reward credits a rollout for agreeing with the group's vote (TTRL's pseudo-label): with labels,
+    # reward_accuracy then compares that credit with the label's (TTRL §4) and is charted beside label_accuracy
+    rewards_the_vote: bool = False
     # a metric that reports the embeddings plus the scorer's time on its own (EVOL-RL's overhead figure)
     scoring_timer: str | None = None
     # False for a method that writes its own prompts (R-Zero): the prompt file is then not trained on

@@ -22,4 +22,5 @@ METHOD = Method(
     defaults_source=COMPARISON_SOURCE + ".",
     hyperparameters=shared(**COMPARISON_SETUP),
     scorer=score,
+    rewards_the_vote=True,  # reward_accuracy (TTRL §4) is charted with labels
 )

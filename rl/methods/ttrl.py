@@ -23,5 +23,6 @@ METHOD = Method(
     defaults_source=COMPARISON_SOURCE + "; TTRL's own paper used 3,072 tokens.",
     hyperparameters=shared(**COMPARISON_SETUP),
     scorer=score,
+    rewards_the_vote=True,  # reward_accuracy (TTRL §4) is charted with labels
     metric_prefix="ttrl",
 )

@@ -20,7 +20,7 @@
     "clip_ratio"];
   // Display order inside a group (DESIGN §5 order); other names follow alphabetically.
   const ORDER = HEALTH.concat(["reward/mean", "reward/std", "reward/vote_mean", "reward/vote_std", "label_accuracy",
-    "maj@16", "pass@1", "pass@16", "kl", "loss", "grad_norm", "learning_rate", "clip_ratio/low", "clip_ratio/high",
+    "reward_accuracy", "maj@16", "pass@1", "pass@16", "kl", "loss", "grad_norm", "learning_rate", "clip_ratio/low", "clip_ratio/high",
     "time/step", "time/generation", "time/reward", "time/update"]);
 
   function startsWithAny(name, prefixes) {
@@ -30,7 +30,7 @@
   function metricGroup(name) {
     if (HEALTH.indexOf(name) >= 0 || startsWithAny(name, ["response_length/", "similarity/"])) return "health";
     if (name === "reward" || name.indexOf("reward/") === 0 || startsWithAny(name, METHOD_PREFIXES)) return "rewards";
-    if (name === "label_accuracy" || startsWithAny(name, ["maj@", "pass@", "eval/"])) return "labels & eval";
+    if (name === "label_accuracy" || name === "reward_accuracy" || startsWithAny(name, ["maj@", "pass@", "eval/"])) return "labels & eval";
     if (OPTIMISATION.indexOf(name) >= 0 || startsWithAny(name, ["clip_ratio/", "kl/", "loss/", "grad_norm/", "optim/", "updates/"])) return "optimisation";
     if (name.indexOf("time/") === 0) return "time";
     return "other";

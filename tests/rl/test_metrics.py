@@ -100,3 +100,23 @@ def test_group_summary_of_a_worked_group():
 def test_group_summary_of_an_empty_group_has_no_ratios():
     assert group_summary([], None) == {"size": 0, "majority_ratio": None, "unique_answers": None,
                                        "similarity_mean": None, "reward_mean": None}
+
+
+# ---------------------------------------------------------------- reward accuracy (TTRL §4)
+
+
+def test_reward_accuracy_counts_the_lucky_hits_of_a_wrong_majority():
+    """Worked example (TTRL §4, "lucky hit"): label 5, answers 2, 2, 2, 3, 5, all trained; the vote picks 2.
+
+    The majority reward credits the three 2s (wrong: the label would not) and denies the 5 (right: the label would
+    credit it); it denies the 3, as the label would: 1 of 5 rewards agree although the pseudo-label is wrong.
+    """
+    from rl.metrics import LabelMonitor
+
+    monitor = LabelMonitor({"p": "5"})
+    values = monitor.group_metrics("p", ["2", "2", "2", "3", "5"], "2", trained=[True] * 5)
+    assert values["label_accuracy"] == 0.0 and values["reward_accuracy"] == pytest.approx(0.2)
+    # only the trained rollouts count; an unanswered rollout is credited by neither
+    values = monitor.group_metrics("p", ["5", "5", None, "2"], "5", trained=[True, True, True, False])
+    assert values["reward_accuracy"] == 1.0
+    assert "reward_accuracy" not in monitor.group_metrics("p", ["5"], "5")  # a reward that is not a vote

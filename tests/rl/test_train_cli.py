@@ -19,7 +19,7 @@ from rl.policy import heldout_problems
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-SMALL = {"n_votes": 16, "n_train": 8, "prompts_per_step": 2, "max_completion_length": 48,
+SMALL = {"n_votes": 16, "n_train": 8, "prompts_per_step": 2, "prompts_per_update": 1, "max_completion_length": 48,
          "learning_rate": 1e-4, "save_every": 1, "eval_every": 0}
 REQUIRED_METRICS = {"entropy", "response_length/mean", "reward/mean", "reward/std", "majority_ratio",
                     "unique_answers", "kl", "clip_ratio/low", "clip_ratio/high", "loss", "grad_norm",
@@ -81,6 +81,12 @@ def test_a_two_step_ttrl_run_succeeds_and_every_event_passes_the_schema(two_step
     assert statuses[0]["state"] == "running" and statuses[-1]["state"] == "succeeded"
     assert events[-1] == statuses[-1]
     print(f"2-step run: {seconds:.1f}s wall")
+
+
+def test_a_voting_method_logs_its_reward_accuracy_beside_label_accuracy(two_step_run):
+    _, events, _, _ = two_step_run
+    for m in of_type(events, "metrics"):
+        assert 0.0 <= m["values"]["reward_accuracy"] <= 1.0  # TTRL §4: its majority reward against the label's
 
 
 def test_the_run_records_which_embedder_window_and_pooling_it_used(two_step_run):

@@ -105,6 +105,11 @@ def test_the_run_page_charts_the_methods_own_signals(signed_in, user):
     assert '"evol_rl/novelty_mean"' in evol_page and '"label_accuracy"' in evol_page
     rzero_page = signed_in.get(f"/runs/{rzero.pk}/").content.decode()
     assert '"rzero/uncertainty_mean"' in rzero_page and '"label_accuracy"' not in rzero_page.split('"chart_metrics"')[1].split("]")[0]
+    charted = evol_page.split('"chart_metrics"')[1].split("]")[0]
+    assert '"reward_accuracy"' in charted  # TTRL §4, beside label_accuracy: EVOL-RL's reward credits the vote
+    em = Run.objects.create(name="m", method="em_token", prompt_set=prompt_set, max_steps=1, created_by=user)
+    em_page = signed_in.get(f"/runs/{em.pk}/").content.decode()
+    assert '"reward_accuracy"' not in em_page.split('"chart_metrics"')[1].split("]")[0]  # no vote to agree with
 
 
 @pytest.mark.parametrize("value, shown", [(103.0, "103"), (103, "103"), (0.87512, "0.8751"), (-0.5, "-0.5"),

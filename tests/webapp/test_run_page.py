@@ -48,7 +48,7 @@ def page_for(client, user, run):
      ("zero_variance_groups", "health"), ("reward/mean", "rewards"), ("reward/vote_std", "rewards"),
      ("evol_rl/novelty_mean", "rewards"), ("compass/credibility_mean", "rewards"), ("darl/bonus_ratio", "rewards"),
      ("rlpr/r_ref_mean", "rewards"), ("rzero/uncertainty_mean", "rewards"), ("label_accuracy", "labels & eval"),
-     ("maj@16", "labels & eval"), ("pass@1", "labels & eval"), ("eval/pass@16", "labels & eval"),
+     ("reward_accuracy", "labels & eval"), ("maj@16", "labels & eval"), ("pass@1", "labels & eval"), ("eval/pass@16", "labels & eval"),
      ("kl", "optimisation"), ("clip_ratio/low", "optimisation"), ("loss", "optimisation"), ("grad_norm", "optimisation"),
      ("learning_rate", "optimisation"), ("entropy_loss", "optimisation"), ("time/step", "time"),
      ("time/generation", "time"), ("something_new", "other"), ("custom/thing", "other")],

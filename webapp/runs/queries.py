@@ -23,6 +23,8 @@ def chart_metrics(run: Run) -> list[str]:
     has_labels = run.prompt_set is not None and run.prompt_set.has_labels
     if has_labels and (spec is None or spec.charts_label_accuracy):
         names.append("label_accuracy")
+        if spec is not None and spec.rewards_the_vote:  # TTRL §4: the reward's agreement with the label's
+            names.append("reward_accuracy")
     # a run trained elsewhere with no method of ours: the similarity of its rollouts, computed on a worker
     return names + list(spec.charts if spec else ("similarity/mean",))
 
@@ -43,7 +45,7 @@ def metric_group(name: str) -> str:
         return "health"
     if name == "reward" or name.startswith("reward/") or name.startswith(_METHOD_PREFIXES):
         return "rewards"
-    if name == "label_accuracy" or name.startswith(("maj@", "pass@", "eval/")):
+    if name in ("label_accuracy", "reward_accuracy") or name.startswith(("maj@", "pass@", "eval/")):
         return "labels & eval"
     if name in _OPTIMISATION or name.startswith(_OPTIMISATION_PREFIXES):
         return "optimisation"
