@@ -210,7 +210,8 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
                                 answers=batch.answers[rows],
                                 prompt_ids=self._prompt_ids[start] if self._prompt_ids else [],
                                 completion_ids=[list(ids) for ids in completion_ids[rows]],
-                                embeddings=embeddings[rows], reference=self.references.get(batch.prompt_ids[start])))
+                                embeddings=embeddings[rows], reference=self.references.get(batch.prompt_ids[start]),
+                                draw=(int(self.args.seed), self.rollout_step() + 1, start // g)))
             batch.similarities.append(cosine_similarity_matrix(embeddings[rows]))
         started = time.perf_counter()
         batch.scores = list(self.score_batch(groups, self.hyperparameters, probe))

@@ -7,8 +7,8 @@ line below.
 
 from __future__ import annotations
 
-from rl.methods import (compass, darl, empo, entropy_minimisation, evol_rl, intuitor, r_zero, rlpr, rlvr,
-                        self_consistency, ttrl)
+from rl.methods import (compass, darl, empo, entropy_minimisation, evol_rl, intuitor, r_zero, random_reward, rlpr,
+                        rlvr, self_consistency, ttrl)
 from rl.methods.schema import Hyperparameter, HyperparameterError, Method
 
 __all__ = ["METHODS", "Hyperparameter", "HyperparameterError", "Method", "get_method", "metric_prefixes",
@@ -17,7 +17,7 @@ __all__ = ["METHODS", "Hyperparameter", "HyperparameterError", "Method", "get_me
 METHODS: dict[str, Method] = {method.name: method for method in (
     ttrl.METHOD, evol_rl.METHOD, compass.METHOD, darl.METHOD, rlpr.METHOD, r_zero.METHOD,
     entropy_minimisation.TOKEN, entropy_minimisation.SEQUENCE, self_consistency.METHOD, intuitor.METHOD, empo.METHOD,
-    rlvr.METHOD,
+    random_reward.METHOD, rlvr.METHOD,
 )}
 
 

@@ -5,7 +5,7 @@ import pytest
 from rl.methods import METHODS, HyperparameterError, get_method, validate_hyperparameters
 
 ALL_METHODS = ["ttrl", "evol_rl", "compass", "darl", "rlpr", "r_zero", "em_token", "em_sequence", "self_consistency",
-               "intuitor", "empo", "rlvr"]
+               "intuitor", "empo", "random_reward", "rlvr"]
 
 
 def test_every_method_is_registered():

@@ -34,9 +34,10 @@ CASES = {
     "intuitor": ("intuitor", {}, {"intuitor/self_certainty_mean"}, {"self_certainty"}),
     "empo": ("empo", {}, {"empo/semantic_entropy_mean"}, {"semantic_class", "class_share"}),
     "rlvr": ("rlvr", {}, set(), set()),
+    "random_reward": ("random_reward", {}, set(), set()),
 }
 LABEL_FREE = ["ttrl", "evol_rl", "compass", "darl_majority", "em_token", "em_sequence", "self_consistency", "intuitor",
-              "empo"]
+              "empo", "random_reward"]
 WALL_SECONDS: dict[str, float] = {}
 
 
