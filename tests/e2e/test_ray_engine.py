@@ -39,8 +39,9 @@ def test_a_two_node_run_trains_as_one_ray_job_across_both_nodes(ray, ray_cluster
 
 def test_a_run_ray_cannot_place_waits_pending_with_rays_reason_and_cancels(ray, ray_cluster, live_user):
     run_id = launch_small_run(ray, live_user, "ray-needs-a-gpu", max_steps=2, gpus=1)
-    pending = ray.api.wait_for(run_id, lambda r: r["state"] == "pending" and r["engine"]["reason"], timeout=60,
-                               what="pending with Ray's reason")
+    # pending from its claim, its engine (and then the engine's reason) known a moment later
+    pending = ray.api.wait_for(run_id, lambda r: r["state"] == "pending" and (r["engine"] or {}).get("reason"),
+                               timeout=60, what="pending with Ray's reason")
     assert pending["engine"]["reason"].startswith("pending in Ray: Job has not started yet"), pending
     assert ray_cluster.job(pending["engine"]["job_id"])["status"] == "PENDING"
     ray.api.post(f"/runs/{run_id}/cancel")

@@ -53,8 +53,9 @@ def test_a_two_node_run_trains_two_ranks_through_srun(slurm, slurm_cluster, live
 def test_a_run_the_cluster_cannot_hold_waits_pending_with_slurms_reason_and_cancels(slurm, slurm_cluster, live_user,
                                                                                     session_key):
     run_id = launch_small_run(slurm, live_user, "slurm-too-big", max_steps=2, nodes=3)
-    pending = slurm.api.wait_for(run_id, lambda r: r["state"] == "pending" and r["engine"]["reason"], timeout=60,
-                                 what="pending with Slurm's reason")
+    # pending from its claim, its engine (and then the engine's reason) known a moment later
+    pending = slurm.api.wait_for(run_id, lambda r: r["state"] == "pending" and (r["engine"] or {}).get("reason"),
+                                 timeout=60, what="pending with Slurm's reason")
     assert pending["engine"]["reason"].startswith("pending in Slurm: "), pending
     job_id = pending["engine"]["job_id"]
     assert job_state(slurm_cluster, job_id) == "PENDING"
