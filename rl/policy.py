@@ -69,3 +69,16 @@ def load_policy(model: str = "default"):
     path = resolve_model_path(model)
     policy = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
     return policy, load_tokenizer(path)
+
+
+def load_trainable_model(path):
+    """A policy to train, with fp32 weights on any device.
+
+    On a GPU, bf16 is the compute type (GRPOConfig's bf16 autocast), not the storage type: AdamW updating bf16 weights
+    at the papers' learning rates (5e-7 to 1e-6) rounds most updates away, since bf16 keeps 8 bits of mantissa.
+    verl keeps fp32 master weights for the same reason; loading with dtype "auto" gave a bf16 checkpoint bf16 weights.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(path, local_files_only=True, dtype=torch.float32)

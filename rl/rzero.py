@@ -81,13 +81,13 @@ from types import SimpleNamespace
 
 import torch
 from datasets import Dataset
-from transformers import AutoModelForCausalLM, PrinterCallback
+from transformers import PrinterCallback
 from transformers.utils import logging as hf_logging
 
 from rl.callbacks import EventLogCallback, GracefulStop, PeriodicEval
 from rl.events import EventWriter, read_events
 from rl.methods.r_zero import CHALLENGER_PHASE, SOLVER_PHASE
-from rl.policy import load_tokenizer
+from rl.policy import load_tokenizer, load_trainable_model
 from rl.rewards.rzero import challenger_question, keep_for_solver, solver_agreement, solver_majority
 from rl.rzero_phases import (ChallengerScorer, PhaseEvents, challenger_prompt, sample, solver_answers, solver_prompt,
                              solver_rows)
@@ -168,8 +168,7 @@ class RZeroLoop:
 
     def load_model(self, path: str):
         on_gpu = torch.cuda.is_available()
-        model = AutoModelForCausalLM.from_pretrained(self.run_dir / path, local_files_only=True,  # relative or absolute
-                                                     dtype="auto" if on_gpu else torch.float32)
+        model = load_trainable_model(self.run_dir / path)  # relative or absolute; fp32 weights, as rl.train's
         return model.to("cuda" if on_gpu else "cpu")
 
     def save_model(self, trainer, k: int, role: str) -> str:

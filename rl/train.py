@@ -36,7 +36,7 @@ warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers
 
 from rl.events import EventWriter  # noqa: E402
 from rl.methods import HyperparameterError, Method, get_method, validate_hyperparameters  # noqa: E402
-from rl.policy import ModelPathError, load_tokenizer, resolve_model_path  # noqa: E402
+from rl.policy import ModelPathError, load_tokenizer, load_trainable_model, resolve_model_path  # noqa: E402
 from rl.prompts import format_prompt  # noqa: E402
 
 CHECKPOINTS_DIR = "checkpoints"
@@ -214,7 +214,7 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
     """LabelFreeGRPOTrainer with the event callbacks, from a validated config."""
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, PrinterCallback
+    from transformers import PrinterCallback
     from transformers.utils import logging as hf_logging
 
     from rl.callbacks import EventLogCallback, PeriodicEval
@@ -225,8 +225,7 @@ def build_trainer(config: RunConfig, run_dir: Path, events: EventWriter, stop, r
     hp, spec = config.hyperparameters, get_method(config.method)
     on_gpu = torch.cuda.is_available()
     tokenizer = load_tokenizer(config.model_path)
-    model = AutoModelForCausalLM.from_pretrained(config.model_path, local_files_only=True,
-                                                 dtype="auto" if on_gpu else torch.float32)
+    model = load_trainable_model(config.model_path)  # fp32 weights; bf16 only as the GPU's compute type
 
     # Only the prompt and its id reach TRL: TRL hands every dataset column to the reward function,
     # so the held-out label stays in the id -> label map given to the trainer's LabelMonitor.

@@ -141,3 +141,16 @@ def test_resolve_model_path_accepts_default_and_rejects_a_folder_without_weights
         resolve_model_path(str(tmp_path))
     with pytest.raises(ModelPathError, match="not a directory"):
         resolve_model_path(str(tmp_path / "missing"))
+
+
+def test_a_policy_is_trained_with_fp32_weights_even_from_a_bf16_checkpoint(tmp_path):
+    # AdamW on bf16 weights rounds the papers' 5e-7 updates away; bf16 is the GPU's compute type only
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from rl.policy import DEFAULT_POLICY_DIR, load_trainable_model
+
+    AutoModelForCausalLM.from_pretrained(DEFAULT_POLICY_DIR, dtype=torch.bfloat16).save_pretrained(tmp_path)
+    assert {p.dtype for p in AutoModelForCausalLM.from_pretrained(tmp_path, dtype="auto").parameters()} == \
+        {torch.bfloat16}
+    assert {p.dtype for p in load_trainable_model(tmp_path).parameters()} == {torch.float32}

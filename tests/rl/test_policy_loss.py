@@ -87,20 +87,22 @@ def test_the_token_level_ratio_of_empos_paper_is_one_switch_away(tmp_path):
     assert loss_of(trainer) == pytest.approx(sum(per_sequence) / 2, rel=1e-6)
 
 
-def test_the_default_loss_is_verls_token_mean_over_the_update(tmp_path):
-    assert validate_hyperparameters("evol_rl", {})["loss_type"] == "dapo"
+def test_loss_type_dapo_is_verls_token_mean_over_the_update(tmp_path):
+    assert validate_hyperparameters("rlpr", {})["loss_type"] == "dapo"
     rows = token_losses(0.2, 0.2)
     # verl agg_loss "token-mean": every trained token of the update weighs the same, whatever the rest of the
     # rollout batch holds (TRL alone would divide by the batch's 20 tokens over 2 updates: 10, not 5)
     expected = sum(sum(row) for row in rows) / 5
-    assert loss_of(trainer_for(tmp_path, "evol_rl", epsilon_high=0.2)) == pytest.approx(expected, rel=1e-6)
-
-
-def test_loss_type_grpo_gives_evol_rl_eq_1s_per_sequence_mean(tmp_path):
-    rows = token_losses(0.2, 0.2)
-    expected = sum(sum(row) / len(row) for row in rows) / 2  # EVOL-RL Eq. (1): (1/G) Σ_i (1/|o_i|) Σ_t
-    trainer = trainer_for(tmp_path, "evol_rl", epsilon_high=0.2, loss_type="grpo")
+    trainer = trainer_for(tmp_path, "evol_rl", epsilon_high=0.2, loss_type="dapo")
     assert loss_of(trainer) == pytest.approx(expected, rel=1e-6)
+
+
+def test_evol_rl_defaults_to_its_eq_1s_per_sequence_mean(tmp_path):
+    # EVOL-RL Eq. (1), and near its release's token means over micro-batches of 2 rollouts
+    assert validate_hyperparameters("evol_rl", {})["loss_type"] == "grpo"
+    rows = token_losses(0.2, 0.2)
+    expected = sum(sum(row) / len(row) for row in rows) / 2  # (1/G) Σ_i (1/|o_i|) Σ_t
+    assert loss_of(trainer_for(tmp_path, "evol_rl", epsilon_high=0.2)) == pytest.approx(expected, rel=1e-6)
 
 
 def test_loss_type_dr_grpo_divides_by_the_longest_completion_allowed(tmp_path):
