@@ -63,3 +63,33 @@ def test_the_embedder_runs_on_the_gpu():
     seconds = time.perf_counter() - started
     assert vectors.shape == (256, embedder.dimension)
     print(f"\nembedding: {256 / seconds:.0f} texts/s (MiniLM)")
+
+
+def test_the_trained_policy_keeps_fp32_weights_so_the_papers_learning_rate_moves_them(tmp_path):
+    """A bf16 checkpoint, as real models ship, trained for 10 AdamW steps at 5e-7 under bf16 autocast (GRPOConfig's
+    bf16): loaded by rl.policy.load_trainable_model the weights move; kept in bf16 most updates round away."""
+    from transformers import AutoModelForCausalLM
+
+    from rl.policy import DEFAULT_POLICY_DIR, load_trainable_model
+
+    AutoModelForCausalLM.from_pretrained(DEFAULT_POLICY_DIR, dtype=torch.bfloat16).save_pretrained(tmp_path)
+
+    def share_moved(model) -> float:
+        model = model.cuda().train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=5e-7, weight_decay=0.0)
+        before = [p.detach().clone() for p in model.parameters()]
+        torch.manual_seed(0)
+        ids = torch.randint(0, model.config.vocab_size, (8, 64), device="cuda")
+        for _ in range(10):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(input_ids=ids, labels=ids).loss
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        moved = sum((p.detach() != b).sum().item() for p, b in zip(model.parameters(), before))
+        return moved / sum(b.numel() for b in before)
+
+    fp32, bf16 = share_moved(load_trainable_model(tmp_path)), share_moved(
+        AutoModelForCausalLM.from_pretrained(tmp_path, dtype="auto"))
+    print(f"\nshare of weights moved by 10 AdamW steps at 5e-7: fp32 weights {fp32:.3f}, bf16 weights {bf16:.3f}")
+    assert fp32 > 0.9 and bf16 < 0.5
