@@ -16,8 +16,12 @@ What it adds to TRL 1.16's GRPOTrainer, in the order a step runs:
    the GRPO advantage normalised over them (TTRL, DESIGN section 6); the rest of
    the batch is sliced away before the loss. `reward/mean` and `reward/std` are
    over these trained rollouts, `reward/vote_mean` and `reward/vote_std` over all
-   n_votes; a group whose score says `skip_training` is not trained on at all;
-4. the loss (TRL): the rollout batch is trained on in prompts_per_step /
+   n_votes; a group whose score says `skip_training`, or that the method's
+   step filter leaves out (Method.step_filter: RLPR's adaptive std filter, whose
+   state rides in each checkpoint), is not trained on at all;
+4. the loss (TRL, `loss_type` and `importance_sampling_level` from the
+   hyperparameters; "dapo" divides by the update's own trained tokens, verl's
+   token mean): the rollout batch is trained on in prompts_per_step /
    prompts_per_update optimizer updates per epoch, for ppo_epochs epochs (TRL's
    steps_per_generation and num_iterations), every update against the old
    log-probabilities TRL computes once at generation time, so the PPO ratio moves
