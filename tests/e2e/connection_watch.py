@@ -1,5 +1,6 @@
 """What leaves this machine while a test cluster runs: every socket of the test session's processes, read from
 /proc (tests/e2e/test_slurm_engine.py, test_ray_engine.py)."""
+import functools
 import ipaddress
 import os
 import threading
@@ -41,7 +42,11 @@ def _socket_inodes(pids: set[int]) -> set[str]:
 
 
 def _address(hex_address: str) -> str:
-    host = hex_address.split(":")[0]
+    return _host(hex_address.split(":")[0])
+
+
+@functools.lru_cache(maxsize=4096)
+def _host(host: str) -> str:
     raw = bytes.fromhex(host)
     if len(raw) == 4:
         return str(ipaddress.IPv4Address(raw[::-1]))
@@ -50,6 +55,7 @@ def _address(hex_address: str) -> str:
     return str(address.ipv4_mapped or address)
 
 
+@functools.lru_cache(maxsize=4096)
 def _loopback(address: str) -> bool:
     parsed = ipaddress.ip_address(address)
     return parsed.is_loopback or parsed.is_unspecified
@@ -58,7 +64,8 @@ def _loopback(address: str) -> bool:
 class ConnectionWatch:
     """Samples, every `every` seconds while it runs, each TCP and UDP socket of the given processes and their
     descendants, and notes the remote address of every one that has one: `outside` lists those not on loopback,
-    `seen` how many loopback peers were seen (so a watch that saw nothing cannot pass for one that saw no harm)."""
+    `seen` loopback peers that were seen (so a watch that saw nothing cannot pass for one that saw no harm; once
+    there is one, it grows only in samples that found a peer off loopback on this machine)."""
 
     def __init__(self, roots, every: float = 0.1):
         self.roots, self.every = roots, every
@@ -80,7 +87,7 @@ class ConnectionWatch:
             self.sample()
 
     def sample(self) -> None:
-        inodes = _socket_inodes(_descendants(list(self.roots())))
+        connected = []  # every socket on this machine that has a peer: (inode, address, port, table)
         for table in ("tcp", "tcp6", "udp", "udp6"):
             try:
                 lines = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
@@ -88,10 +95,18 @@ class ConnectionWatch:
                 continue
             for line in lines:
                 fields = line.split()
-                if len(fields) < 10 or fields[9] not in inodes:
+                if len(fields) < 10:
                     continue
-                remote = _address(fields[2])
                 port = int(fields[2].split(":")[1], 16)
                 if port == 0:
                     continue  # a listening or unconnected socket
+                connected.append((fields[9], _address(fields[2]), port, table))
+        # Which of them belong to the watched processes takes reading every descriptor of each (most of a sample's
+        # cost, ten times a second, beside the trainers): needed only when some peer is off loopback, and until a
+        # loopback peer of theirs has been seen. A sample with every peer on loopback has nothing else to tell.
+        if self.seen and all(_loopback(remote) for _, remote, _, _ in connected):
+            return
+        inodes = _socket_inodes(_descendants(list(self.roots())))
+        for inode, remote, port, table in connected:
+            if inode in inodes:
                 (self.seen if _loopback(remote) else self.outside).add(f"{remote}:{port} ({table})")
