@@ -20,7 +20,10 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture
 def slurm(slurm_cluster, engine_stack):
-    return engine_stack({"EVOLAB_TRAINER_LAUNCHER": "slurm", **slurm_cluster.env})
+    # A job inherits the worker's environment (sbatch exports it). Each node of this cluster has one CPU, but it
+    # binds no task to it (both nodes are this machine): one thread per trainer, as Ray sets for its jobs, else a
+    # trainer's second thread fights the other rank or the stack for two cores and a step takes 8 s, not 0.5 s.
+    return engine_stack({"EVOLAB_TRAINER_LAUNCHER": "slurm", **slurm_cluster.env, "OMP_NUM_THREADS": "1"})
 
 
 def job_state(cluster, job_id) -> str:
