@@ -86,7 +86,7 @@ def tokenizer_corpus(seed: int) -> list[str]:
     return corpus
 
 
-def build_tokenizer(seed: int, vocab_size: int = 768):
+def build_tokenizer(seed: int, vocab_size: int = 768, corpus: list[str] | None = None):
     """A tiny byte-level BPE trained on the training texts, digits always one token each, with a chat template.
 
     Byte-level so any prompt (a MATH problem, unicode) round-trips without <unk>; one token per
@@ -107,7 +107,8 @@ def build_tokenizer(seed: int, vocab_size: int = 768):
     backend.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    backend.train_from_iterator(tokenizer_corpus(seed), trainer)  # deterministic: merges ranked by count, ties by pair
+    corpus = tokenizer_corpus(seed) if corpus is None else corpus  # another policy passes its own texts
+    backend.train_from_iterator(corpus, trainer)  # deterministic: merges ranked by count, ties by pair
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=backend, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>",
         extra_special_tokens=ROLE_TOKENS, clean_up_tokenization_spaces=False, model_max_length=1024,
@@ -248,7 +249,8 @@ def validation_pass(model, tokenizer, validation: list[dict], seed: int) -> dict
     return {fmt: pass_at_1(model, tokenizer, validation, fmt, samples=2, seed=seed)[0] for fmt in PAPER_FORMATS}
 
 
-def train_arithmetic(model, tokenizer, train: list[dict], validation_problems: list[dict], args):
+def train_arithmetic(model, tokenizer, train: list[dict], validation_problems: list[dict], args,
+                     validate=validation_pass):
     """Stage 1: arithmetic until the validation target; returns (steps, validation pass@1 per format, seconds)."""
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
     warmup = max(1, args.steps // 20)
@@ -275,7 +277,7 @@ def train_arithmetic(model, tokenizer, train: list[dict], validation_problems: l
             # Early stop at a target accuracy: how fast a tiny model learns carrying is sensitive to the
             # data order, so a fixed step count lands anywhere between 20% and 80%; the target does not.
             # Both papers' formats must reach it (they share the arithmetic, so they move together).
-            validation_figures = validation_pass(model, tokenizer, validation_problems, args.seed)
+            validation_figures = validate(model, tokenizer, validation_problems, args.seed)
             print(f"  step {steps_done}: validation pass@1 "
                   + ", ".join(f"{k} {v:.3f}" for k, v in validation_figures.items()), flush=True)
             if min(validation_figures.values()) >= args.target:
