@@ -138,6 +138,16 @@ def kill_the_worker_mid_run(stack, run_id: int) -> str:
     return job_id
 
 
+def start_a_worker_that_re_attaches(stack, run_id: int, max_steps: int) -> None:
+    """Start a training worker in place of the killed one and see it take the run on while its job still trains:
+    it claims the run as pending, and only the engine's word that the job runs makes it running, before the last
+    step. (A job that had ended meanwhile would be read to its end: that is no re-attach to a training job.)"""
+    stack.worker = stack.start_worker()
+    run = stack.api.wait_for(run_id, lambda r: r["state"] == "running" or r["state"] in DONE, timeout=120,
+                             what="the next worker to take the run on")
+    assert run["state"] == "running" and (run["last_step"] or 0) < max_steps, run
+
+
 def assert_each_event_stored_once(run_id: int) -> None:
     """Every event of the run's log is stored, once (a re-attached worker went on from last_seq)."""
     from django.conf import settings

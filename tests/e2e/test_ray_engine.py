@@ -8,7 +8,7 @@ every connection of the cluster's processes stayed on loopback."""
 import pytest
 
 from tests.e2e.helpers import (DONE, assert_each_event_stored_once, assert_only_loopback, kill_the_worker_mid_run,
-                               launch_small_run, metric_steps, statuses_of)
+                               launch_small_run, metric_steps, start_a_worker_that_re_attaches, statuses_of)
 from webapp.runs.models import Rollout, Run, RunEvent
 
 pytestmark = pytest.mark.e2e
@@ -63,20 +63,23 @@ def test_a_cancelled_run_stops_its_ray_job_after_a_checkpoint(ray, ray_cluster, 
 
 
 def test_a_killed_worker_leaves_the_ray_job_training_and_the_next_worker_re_attaches(ray, ray_cluster, live_user):
-    run_id = launch_small_run(ray, live_user, "ray-worker-killed", max_steps=30)
+    # enough steps that the job still trains when the next worker takes the run on, some 8 s (the lease, and a
+    # worker's start) after the kill: at 0.3 s a step on an idle machine, 30 steps were too few
+    steps = 50
+    run_id = launch_small_run(ray, live_user, "ray-worker-killed", max_steps=steps)
     job_id = kill_the_worker_mid_run(ray, run_id)
     assert ray_cluster.job(job_id)["status"] == "RUNNING"  # training went on without its worker
-    ray.start_worker()
+    start_a_worker_that_re_attaches(ray, run_id, max_steps=steps)
     run = ray.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=240)
-    assert run["state"] == "succeeded" and run["last_step"] == 30, run
+    assert run["state"] == "succeeded" and run["last_step"] == steps, run
     assert run["engine"]["job_id"] == job_id and Run.objects.get(pk=run_id).engine_attempt == 1  # one job, never two
     assert [state for state, _ in statuses_of(run_id)] == ["running", "succeeded"]  # trained once, no resume
-    assert metric_steps(run_id) == list(range(1, 31))
+    assert metric_steps(run_id) == list(range(1, steps + 1))
     assert_each_event_stored_once(run_id)
 
 
 def test_a_run_cancelled_while_its_worker_is_gone_has_its_job_stopped_by_the_next_worker(ray, ray_cluster, live_user):
-    run_id = launch_small_run(ray, live_user, "ray-cancelled-orphan", max_steps=40)
+    run_id = launch_small_run(ray, live_user, "ray-cancelled-orphan", max_steps=200)  # cancelled long before
     job_id = kill_the_worker_mid_run(ray, run_id)
     cancelling = ray.api.post(f"/runs/{run_id}/cancel")
     # no worker to stop the job yet: the run waits for one, saying so, and its job trains on meanwhile

@@ -11,7 +11,8 @@ import pytest
 import requests
 
 from tests.e2e.helpers import (DONE, SMALL_TTRL, assert_each_event_stored_once, assert_only_loopback,
-                               kill_the_worker_mid_run, launch_small_run, metric_steps, statuses_of)
+                               kill_the_worker_mid_run, launch_small_run, metric_steps, start_a_worker_that_re_attaches,
+                               statuses_of)
 from tests.factories import make_prompt_set
 from webapp.runs.models import Run, RunEvent
 
@@ -81,21 +82,25 @@ def test_a_cancelled_run_stops_its_job_which_checkpoints(slurm, slurm_cluster, l
 
 
 def test_a_killed_worker_leaves_the_job_training_and_the_next_worker_re_attaches(slurm, slurm_cluster, live_user):
-    run_id = launch_small_run(slurm, live_user, "slurm-worker-killed", max_steps=30)
+    # enough steps that the job still trains when the next worker takes the run on, some 8 s (the lease, and a
+    # worker's start) after the kill: at 0.3 s a step on an idle machine, 30 steps were too few
+    steps = 50
+    run_id = launch_small_run(slurm, live_user, "slurm-worker-killed", max_steps=steps)
     job_id = kill_the_worker_mid_run(slurm, run_id)
     assert job_state(slurm_cluster, job_id) == "RUNNING"  # training went on without its worker
-    slurm.start_worker()
+    start_a_worker_that_re_attaches(slurm, run_id, max_steps=steps)
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=240)
-    assert run["state"] == "succeeded" and run["last_step"] == 30, run
+    assert run["state"] == "succeeded" and run["last_step"] == steps, run
     assert run["engine"]["job_id"] == job_id and Run.objects.get(pk=run_id).engine_attempt == 1  # one job, never two
-    assert [state for state, _ in statuses_of(run_id)] == ["running", "succeeded"]  # trained once, from step 1 to 30: no restart, no resume
-    assert metric_steps(run_id) == list(range(1, 31))
+    assert [state for state, _ in statuses_of(run_id)] == ["running", "succeeded"]  # trained once, no restart, no resume
+    assert metric_steps(run_id) == list(range(1, steps + 1))
     assert_each_event_stored_once(run_id)
 
 
 def test_a_job_slurm_requeues_resumes_from_its_checkpoint(slurm, slurm_cluster, live_user):
-    run_id = launch_small_run(slurm, live_user, "slurm-requeued", max_steps=8,
-                    hyperparameters={**SMALL_TTRL, "save_every": 1})
+    # requeued once step 2 is seen, a few steps later: enough left to train after it
+    run_id = launch_small_run(slurm, live_user, "slurm-requeued", max_steps=12,
+                              hyperparameters={**SMALL_TTRL, "save_every": 1})
     slurm.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 2, timeout=180, what="step 2")
     job_id = Run.objects.get(pk=run_id).engine_job_id
     assert slurm_cluster.run("scontrol", "requeue", job_id).returncode == 0  # as a preemption with requeue does
@@ -106,7 +111,7 @@ def test_a_job_slurm_requeues_resumes_from_its_checkpoint(slurm, slurm_cluster, 
             slurm_cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
         time.sleep(1)
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=300)
-    assert run["state"] == "succeeded" and run["last_step"] == 8, run
+    assert run["state"] == "succeeded" and run["last_step"] == 12, run
     running = [message for state, message in statuses_of(run_id) if state == "running"]
     assert len(running) == 2 and running[1].startswith("resumed from checkpoints/"), running
     assert ", restart 1, --resume" in (Path(Run.objects.get(pk=run_id).run_dir) / "engine.log").read_text()
@@ -115,7 +120,7 @@ def test_a_job_slurm_requeues_resumes_from_its_checkpoint(slurm, slurm_cluster, 
 
 
 def test_a_job_that_reaches_its_time_limit_fails_the_run_saying_so(slurm, slurm_cluster, live_user):
-    run_id = launch_small_run(slurm, live_user, "slurm-time-limit", max_steps=40)
+    run_id = launch_small_run(slurm, live_user, "slurm-time-limit", max_steps=1000)  # stopped long before
     slurm.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 1, timeout=180, what="step 1")
     job_id = Run.objects.get(pk=run_id).engine_job_id
     # the limit Slurm enforces, shortened to now: SIGTERM, then SIGKILL after KillWait
