@@ -63,9 +63,6 @@ def browser_page(tmp_path, monkeypatch):
 ENGINE_LEASE = {"EVOLAB_RUN_LEASE_SECONDS": "5", "EVOLAB_RUN_HEARTBEAT_SECONDS": "0.5",
                 "EVOLAB_RUN_REAP_EVERY_SECONDS": "1"}
 
-
-# Module-scoped: each engine's tests are one file, so each engine starts once per session and stops after its
-# file instead of idling (and being watched) through the rest of the suite.
 CLUSTERS = ("slurm_cluster", "ray_cluster")
 
 
@@ -83,6 +80,8 @@ def pytest_collection_modifyitems(items):
             items[:] = rest[:first] + using + rest[first:]
 
 
+# Module-scoped: each engine's tests are one file, so each engine starts once per session and stops after its
+# file instead of idling (and being watched) through the rest of the suite.
 @pytest.fixture(scope="module")
 def slurm_cluster():
     from scripts.clusters import SlurmCluster, slurm_missing
