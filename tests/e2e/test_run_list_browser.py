@@ -102,7 +102,7 @@ def test_the_launch_form_applies_presets_and_keeps_every_value_after_an_error(li
     assert page.input_value("input[name=hp-ttrl-n_votes]") == "8"
     page.click('button.preset[data-preset="paper"]')
     assert page.input_value("input[name=hp-ttrl-n_votes]") == "64"
-    assert page.input_value("input[name=hp-ttrl-max_completion_length]") == "3072"
+    assert page.input_value("input[name=hp-ttrl-max_completion_length]") == "12288"  # EVOL-RL's comparison setup
 
     # EVOL-RL: its description and its own parameters show; the small preset fills them.
     page.select_option("#method-select", "evol_rl")
