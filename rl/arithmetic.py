@@ -99,15 +99,19 @@ def synthetic_problems(n: int, seed: int = 0, exclude: set[str] | None = None) -
     `exclude` holds prompts that must not appear (the held-out set, when drawing
     training data).
     """
-    rng = random.Random(seed)
+    return distinct_problems(n, make_problem, random.Random(seed), f"arith-{seed}", exclude)
+
+
+def distinct_problems(n: int, make, rng: random.Random, id_prefix: str, exclude: set[str] | None = None) -> list[dict]:
+    """`n` problems drawn with `make(rng)`, no prompt twice nor in `exclude`, ids `{id_prefix}-{index}`."""
     seen = set(exclude or ())
     problems = []
     while len(problems) < n:
-        problem = make_problem(rng)
+        problem = make(rng)
         if problem["prompt"] in seen:
             continue
         seen.add(problem["prompt"])
-        problems.append({"id": f"arith-{seed}-{len(problems)}", **problem})
+        problems.append({"id": f"{id_prefix}-{len(problems)}", **problem})
     return problems
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import random
 import re
 
-from rl.arithmetic import FRIENDS, NAMES, OBJECTS
+from rl.arithmetic import FRIENDS, NAMES, OBJECTS, distinct_problems
 from rl.policy import ASSETS_DIR, HELDOUT_SEED
 
 TEMPLATE_POLICY_DIR = ASSETS_DIR / "template_policy"
@@ -111,16 +111,7 @@ def make_problem(rng: random.Random) -> dict:
 
 def template_problems(n: int, seed: int = 0, exclude: set[str] | None = None) -> list[dict]:
     """`n` distinct problems `{id, prompt, answer, start, changes}`, deterministic in `seed`, none in `exclude`."""
-    rng = random.Random(f"template-problems-{seed}")
-    seen = set(exclude or ())
-    problems = []
-    while len(problems) < n:
-        problem = make_problem(rng)
-        if problem["prompt"] in seen:
-            continue
-        seen.add(problem["prompt"])
-        problems.append({"id": f"tmpl-{seed}-{len(problems)}", **problem})
-    return problems
+    return distinct_problems(n, make_problem, random.Random(f"template-problems-{seed}"), f"tmpl-{seed}", exclude)
 
 
 def heldout_template_problems(n: int = 256) -> list[dict]:
