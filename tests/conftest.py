@@ -42,6 +42,8 @@ def live_stack(django_db_setup, django_db_blocker, tmp_path_factory):
         EMAIL_BACKEND="django.core.mail.backends.filebased.EmailBackend",
         EMAIL_FILE_PATH=str(settings.DATA_DIR / "outbox"),
         EVOLAB_WEBHOOK_RETRY_BASE_SECONDS="0.5",
+        # the tests' webhook receivers listen on loopback, which a deployment refuses by default
+        EVOLAB_WEBHOOK_ALLOWED_NETWORKS="127.0.0.0/8",
         # shorter than any test's lease (tests/e2e/test_worker_loss.py runs a lease check of 5 s)
         EVOLAB_RUN_HEARTBEAT_SECONDS="1",
     )

@@ -8,6 +8,7 @@ EVOLAB_DATA_DIR where run directories, uploads and the SQLite file live (default
 EVOLAB_RUNS_DIR run directories (checkpoints, event logs), default EVOLAB_DATA_DIR/runs: on several
                hosts, a mount every training worker shares; the web process never reads it.
 """
+import ipaddress
 import os
 import sys
 from pathlib import Path
@@ -211,6 +212,13 @@ EXTERNAL_EMBEDDING_MODEL = os.environ.get("EVOLAB_EXTERNAL_EMBEDDING_MODEL", "")
 EVOLAB_BASE_URL = os.environ.get("EVOLAB_BASE_URL", "http://127.0.0.1:" + os.environ.get("PORT", "8000"))
 WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("EVOLAB_WEBHOOK_RETRY_BASE_SECONDS", 10))
 WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("EVOLAB_WEBHOOK_MAX_ATTEMPTS", 5))
+# One limit for a whole delivery (connect, send, answer), not per read (webapp/alerts/outbound.py)
+WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("EVOLAB_WEBHOOK_TIMEOUT_SECONDS", 10))
+# Internal networks webhooks may reach anyway (CIDRs, comma-separated), e.g. a chat relay inside the deployment;
+# every other loopback, private, link-local, multicast or reserved address is refused
+WEBHOOK_ALLOWED_NETWORKS = [str(ipaddress.ip_network(n.strip(), strict=False))  # a bad value stops the start
+                            for n in os.environ.get("EVOLAB_WEBHOOK_ALLOWED_NETWORKS", "").split(",") if n.strip()]
+TEAM_MAX_WEBHOOKS = int(os.environ.get("EVOLAB_TEAM_MAX_WEBHOOKS", 20))
 
 # Email: SMTP when EMAIL_HOST is set, else the console (the demo prints alert emails).
 # EMAIL_BACKEND overrides both (the tests use the file backend to read the real outbox).

@@ -70,4 +70,4 @@ def test_an_unreachable_receiver_is_recorded_as_an_error(alert):
     delivery = delivery_to(url, alert)
     assert deliver(delivery.pk) is not None
     delivery.refresh_from_db()
-    assert delivery.response_code is None and "ConnectionError" in delivery.last_error
+    assert delivery.response_code is None and "ConnectionRefusedError" in delivery.last_error

@@ -118,12 +118,7 @@ def _team_action(request, team) -> str:
         return f"{membership.user.username}: {'removed' if action == 'remove_member' else membership.role}"
     if action == "add_webhook":
         url = request.POST.get("url", "").strip()
-        problem = Webhook.url_problem(url)
-        if problem:
-            exc = ValueError(problem)
-            exc.field = "url"
-            raise exc
-        Webhook.objects.create(team=team, url=url, created_by=request.user)
+        Webhook.add(team, url, request.user)
         return f"webhook added: {url}"
     if action == "delete_webhook":
         Webhook.objects.filter(team=team, pk=request.POST.get("webhook") or 0).delete()

@@ -122,10 +122,10 @@ def webhooks(request, team):
             url = str(json_body(request).get("url") or "").strip()
         except ValueError as exc:
             return error(str(exc))
-        problem = Webhook.url_problem(url)
-        if problem:
-            return error(problem, field="url")
-        hook = Webhook.objects.create(team=team, url=url, created_by=request.user)
+        try:
+            hook = Webhook.add(team, url, request.user)
+        except ValueError as exc:
+            return error(str(exc), field="url")
         return JsonResponse(hook.to_json(), status=201)
     hooks = Webhook.objects.filter(team=team)
     deliveries = WebhookDelivery.objects.filter(webhook__team=team).select_related("webhook")[:100]

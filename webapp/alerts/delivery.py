@@ -3,17 +3,19 @@ worker's tasks (workers/tasks.py) with row ids; safe to run twice (a delivered d
 is not sent again)."""
 import datetime
 import logging
+import uuid
 
-import requests
 from django.conf import settings
+from django.core.cache import caches
 from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from . import outbound
 from .models import Alert, WebhookDelivery
 
 log = logging.getLogger(__name__)
-TIMEOUT_SECONDS = 5
+TEAM_BUSY_RETRY_SECONDS = 2.0  # when another delivery of the same team is calling out
 
 
 def retry_delay(attempts: int) -> float:
@@ -21,29 +23,73 @@ def retry_delay(attempts: int) -> float:
     return settings.WEBHOOK_RETRY_BASE_SECONDS * 2 ** (attempts - 1)
 
 
+def _take_team_slot(team_id: int) -> str | None:
+    """A token when no other delivery of this team is calling out now, else None. One team's slow or dead
+    endpoints so hold at most one of the alerts worker's threads, for at most WEBHOOK_TIMEOUT_SECONDS at a time,
+    and the other teams' alerts and the uploads parsed by the same worker go on. The slot lives in Redis (every
+    worker process shares it) and expires on its own if its holder dies."""
+    token = uuid.uuid4().hex
+    try:
+        taken = caches["throttle"].add(f"webhook-in-flight:{team_id}", token,
+                                       timeout=settings.WEBHOOK_TIMEOUT_SECONDS + 5)
+    except Exception as exc:  # noqa: BLE001 - Redis away: deliver unthrottled rather than not at all
+        log.warning("webhook team slot unavailable: %s", exc)
+        return token
+    return token if taken else None
+
+
+def _release_team_slot(team_id: int, token: str) -> None:
+    try:
+        cache, key = caches["throttle"], f"webhook-in-flight:{team_id}"
+        if cache.get(key) == token:
+            cache.delete(key)
+    except Exception as exc:  # noqa: BLE001
+        log.warning("webhook team slot unavailable: %s", exc)
+
+
 def deliver(delivery_id: int) -> float | None:
     """POST the delivery's payload once. Returns the delay before the next try when it
-    failed and tries remain, else None (delivered, failed for good, or nothing to do)."""
+    failed and tries remain, or when another delivery of its team is calling out (not an
+    attempt), else None (delivered, failed for good, or nothing to do)."""
     with transaction.atomic():
         delivery = (WebhookDelivery.objects.select_for_update().select_related("webhook")
                     .filter(pk=delivery_id, status=WebhookDelivery.PENDING).first())
         if delivery is None:
             return None
+        team_id = delivery.webhook.team_id
+        slot = _take_team_slot(team_id)
+        if slot is None:
+            return TEAM_BUSY_RETRY_SECONDS
         delivery.attempts += 1
         delivery.save(update_fields=["attempts"])
     try:
-        response = requests.post(delivery.webhook.url, json=delivery.payload, timeout=TIMEOUT_SECONDS,
-                                 headers={"User-Agent": "Evolab-Alerts/1"})
-        code, error = response.status_code, "" if response.ok else f"HTTP {response.status_code}: {response.text[:200]}"
-    except requests.RequestException as exc:
-        code, error = None, f"{type(exc).__name__}: {exc}"[:500]
+        return _attempt(delivery)
+    finally:
+        _release_team_slot(team_id, slot)
+
+
+def _attempt(delivery: WebhookDelivery) -> float | None:
+    refused = False
+    try:
+        answer = outbound.post_json(delivery.webhook.url, delivery.payload, timeout=settings.WEBHOOK_TIMEOUT_SECONDS,
+                                    user_agent="Evolab-Alerts/1")
+        # the status and the reason phrase only: whatever answered, its body is not shown to the admin
+        code, error = answer.status, "" if 200 <= answer.status < 300 else f"HTTP {answer.status} {answer.reason}".strip()
+        if 300 <= answer.status < 400:
+            error += " (redirects are not followed)"
+    except outbound.Refused as exc:  # the destination is not allowed: no retry will change that
+        code, error, refused = None, f"refused: {exc}", True
+    except TimeoutError as exc:
+        code, error = None, str(exc)
+    except Exception as exc:  # noqa: BLE001 - OSError, TLS and HTTP protocol errors: recorded, retried
+        code, error = None, f"{type(exc).__name__}: {exc}"[:200]
     delivery.response_code = code
     delivery.last_error = error
     if not error:
         delivery.status, delivery.delivered_at, delivery.next_attempt_at = WebhookDelivery.DELIVERED, timezone.now(), None
         delivery.save(update_fields=["status", "delivered_at", "next_attempt_at", "response_code", "last_error"])
         return None
-    if delivery.attempts >= settings.WEBHOOK_MAX_ATTEMPTS:
+    if refused or delivery.attempts >= settings.WEBHOOK_MAX_ATTEMPTS:
         delivery.status, delivery.next_attempt_at = WebhookDelivery.FAILED, None
         delivery.save(update_fields=["status", "next_attempt_at", "response_code", "last_error"])
         log.warning("webhook delivery %s failed for good after %d attempts: %s", delivery.pk, delivery.attempts, error)

@@ -327,6 +327,13 @@ def run_url(run) -> str:
     return f"{settings.EVOLAB_BASE_URL.rstrip('/')}/runs/{run.pk}/"
 
 
+def slack_escaped(text: str) -> str:
+    """User text (run names, prompt ids, messages quoting them) as Slack shows it literally: its three control
+    characters escaped (api.slack.com/reference/surfaces/formatting#escaping), so a run named "<!channel>"
+    pings nobody and "<https://x|y>" is no link."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
 def notification_text(alert: Alert, event: str) -> str:
     """Slack-compatible `text` (mrkdwn link syntax); plain enough for any chat webhook."""
     icon = {"critical": ":rotating_light:", "warning": ":warning:", "info": ":information_source:"}[alert.severity]
@@ -336,7 +343,7 @@ def notification_text(alert: Alert, event: str) -> str:
         verb = {"opened": "opened", "escalated": "escalated", "test": "test"}.get(event, event)
     step = f" at step {alert.step}" if alert.step is not None else ""
     return (f"{icon} [{alert.severity}] {alert.rule} {verb} on run #{alert.run_id} "
-            f"<{run_url(alert.run)}|{alert.run.name}>{step}: {alert.message}")
+            f"<{run_url(alert.run)}|{slack_escaped(alert.run.name)}>{step}: {slack_escaped(alert.message)}")
 
 
 def webhook_payload(alert: Alert, event: str) -> dict:

@@ -1,6 +1,8 @@
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
+
+from .outbound import destination_problem
 
 
 class AlertQuerySet(models.QuerySet):
@@ -112,7 +114,22 @@ class Webhook(models.Model):
             URLValidator(schemes=["http", "https"])(url)
         except ValidationError:
             return f"{url[:200]!r} is not an http(s) URL"
-        return None
+        return destination_problem(url)
+
+    @classmethod
+    def add(cls, team, url: str, user) -> "Webhook":
+        """A new webhook of `team`; ValueError (with .field) naming what is wrong with the URL or the limit hit."""
+        problem = cls.url_problem(url)
+        with transaction.atomic():
+            type(team).objects.select_for_update().filter(pk=team.pk).first()  # two adds at once count in turn
+            if problem is None and cls.objects.filter(team=team).count() >= settings.TEAM_MAX_WEBHOOKS:
+                problem = (f"a team has at most {settings.TEAM_MAX_WEBHOOKS} webhooks (EVOLAB_TEAM_MAX_WEBHOOKS): "
+                           "remove one first")
+            if problem:
+                exc = ValueError(problem)
+                exc.field = "url"
+                raise exc
+            return cls.objects.create(team=team, url=url, created_by=user)
 
     def to_json(self):
         return {"id": self.pk, "team": self.team_id, "url": self.url, "active": self.active,
