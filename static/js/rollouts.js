@@ -1,5 +1,6 @@
 // The rollouts page (templates/runs/rollouts.html). Model output is untrusted: every text goes
-// into the page through textContent, never as HTML.
+// into the page through textContent, never as HTML, and Plotly text (the heatmap's title, with its
+// prompt id) through charts.js's plotlyText.
 (function () {
   "use strict";
 
@@ -18,7 +19,7 @@
     if (zmax - zmin < 0.01) zmin = zmax - 0.01;
     Plotly.newPlot(div, [{ z: z, type: "heatmap", zmin: zmin, zmax: zmax, colorscale: "Viridis",
                           hovertemplate: "rollouts %{y} and %{x}: %{z:.3f}<extra></extra>" }], {
-      title: { text: div.dataset.title }, height: 360, width: 420, margin: { t: 40, r: 10, b: 40, l: 40 },
+      title: { text: window.EvolabCharts.plotlyText(div.dataset.title) }, height: 360, width: 420, margin: { t: 40, r: 10, b: 40, l: 40 },
       yaxis: { autorange: "reversed" },
     }, { displayModeBar: false });
     div.on("plotly_click", function (event) {

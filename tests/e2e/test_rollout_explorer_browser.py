@@ -125,3 +125,19 @@ def test_a_user_explores_every_rollout_of_a_run(live_stack, live_user, session_k
     page.wait_for_selector("#prompt-history tbody tr")
     assert page.locator("#prompt-history tbody tr").count() == 3 and page.inner_text("#prompt-id") == "p3"
     assert errors == []
+
+
+def test_a_prompt_id_is_shown_as_text_in_the_heatmap_title(live_stack, live_user, session_key, browser_page):
+    page = browser_page
+    prompt_id = '<b>bold</b><a href="https://evil.example/">click</a>'
+    prompt_set = make_prompt_set(live_user, rows=[(prompt_id, "Question?", "1")])
+    run = Run.objects.create(name="titled", method="ttrl", prompt_set=prompt_set, max_steps=1,
+                             created_by=live_user, state=Run.SUCCEEDED)
+    group = {**events()[0], "prompt_id": prompt_id}
+    off_loop(ingest_events, run, [group])
+    sign_in(page, live_stack, session_key)
+    page.goto(f"{live_stack.url}/runs/{run.pk}/rollouts/?step=1")
+    page.wait_for_function("() => document.querySelector('#heatmap-1 .gtitle')")
+    title = page.locator("#heatmap-1 .gtitle")
+    assert title.text_content() == f"Similarity of rollouts (prompt {prompt_id})"  # Plotly's tags, written out
+    assert title.locator("a").count() == 0 and title.locator("tspan[style*='bold']").count() == 0

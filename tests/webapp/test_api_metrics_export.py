@@ -72,5 +72,5 @@ def test_an_unknown_format_is_a_400_naming_the_field(api_client, run):
 
 def test_a_run_without_metrics_exports_just_the_header(api_client, user):
     empty = Run.objects.create(name="e", method="ttrl", prompt_set=make_prompt_set(user, name="e"), max_steps=2, created_by=user)
-    assert export(api_client, empty, "")[1] == b"name,step,value,time\n"
+    assert export(api_client, empty, "")[1] == b"name,step,value,time\r\n"  # RFC 4180 line ends
     assert pq.read_table(io.BytesIO(export(api_client, empty, "?format=parquet")[1])).num_rows == 0

@@ -101,3 +101,20 @@ def test_pieces_closed_early_close_what_they_read():
     assert next(pieces) == b"aaaa"
     pieces.close()  # the client went away: Django closes the response
     assert closed == [True]
+
+
+def test_csv_text_a_spreadsheet_would_run_as_a_formula_is_neutralised_and_numbers_are_not():
+    row = {"step": 3, "prompt_id": "@SUM(A1:A9)", "index": 0, "answer": "-3", "valid": True, "in_majority": False,
+           "reward": -0.5, "advantage": -1.25, "length": 4, "used_for_training": True, "entropy": None, "extra": {},
+           "text": '=HYPERLINK("http://evil.example","click")'}
+    others = [{**row, "text": text} for text in ("+1+1", "\t=1", "\r=1", "a = b", "", "a bare\rreturn")]
+    cells = list(csv.DictReader(io.StringIO("".join(exports.rollouts_csv([[row, *others]])), newline="")))
+    assert cells[0]["prompt_id"] == "'@SUM(A1:A9)" and cells[0]["answer"] == "'-3"
+    assert cells[0]["text"] == "'=HYPERLINK(\"http://evil.example\",\"click\")"
+    assert (cells[0]["reward"], cells[0]["advantage"], cells[0]["step"]) == ("-0.5", "-1.25", "3")  # numbers stay
+    assert [c["text"] for c in cells[1:]] == ["'+1+1", "'\t=1", "'\r=1", "a = b", "", "a bare\rreturn"]  # in its row
+
+
+def test_csv_metric_names_are_neutralised_too():
+    cells = list(csv.reader(io.StringIO("".join(exports._csv(["name", "value"], [[("=cmd|' /C calc'!A0", -1.0)]])))))
+    assert cells[1] == ["'=cmd|' /C calc'!A0", "-1.0"]

@@ -8,6 +8,10 @@ name order, steps ascending. `df.pivot(index="step", columns="name", values="val
 Rollouts are exported with the rollout search's filters and order (webapp/runs/search.py), one row
 per rollout: its step, prompt id and index, the fields of DESIGN §4.2, `extra` as JSON text in CSV
 and Parquet, and the text last.
+
+In CSV, a text cell starting with =, +, -, @, a tab or a carriage return gets a leading apostrophe, so a
+spreadsheet shows it instead of running it as a formula (an answer "-3" reads "'-3"); JSONL and Parquet keep
+every text as it is.
 """
 import csv
 import io
@@ -132,16 +136,29 @@ def in_pieces(body, size: int | None = None):
             body.close()
 
 
+# A text cell starting with one of these is run as a formula by Excel, LibreOffice and Google Sheets (OWASP,
+# "CSV injection"): =HYPERLINK(...) in a model's output or a prompt id would become a live link or a command.
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _neutralised(cell):
+    """A text cell a spreadsheet would run, with a leading apostrophe (shown as text, not run); numbers as they
+    are (a float is written by csv with repr: exact, and "-0.5" stays a number)."""
+    return "'" + cell if isinstance(cell, str) and cell.startswith(FORMULA_START) else cell
+
+
 def _csv(header: list[str], batches):
     """CSV text in pieces: the header, then one piece per batch of rows (lists of cells)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    # RFC 4180's CRLF: csv quotes a field holding a character of the line terminator, so with "\n" alone a
+    # model's bare "\r" went out unquoted and every reader split the row there
+    writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow(header)
     yield buffer.getvalue()
     for rows in batches:
         buffer.seek(0)
         buffer.truncate()
-        writer.writerows(rows)
+        writer.writerows([_neutralised(cell) for cell in row] for row in rows)
         yield buffer.getvalue()
 
 
@@ -175,10 +192,10 @@ def _parquet(schema: pa.Schema, batches):
 
 
 def _cell(value):
-    """A CSV field: a missing value is empty, a float exact (repr, every digit kept), a bool true/false
-    as in JSON."""
+    """A CSV field: a missing value is empty, a bool true/false as in JSON, a float itself (csv writes its repr:
+    exact, every digit kept)."""
     if value is None:
         return ""
     if isinstance(value, bool):
         return "true" if value else "false"
-    return repr(value) if isinstance(value, float) else value
+    return value
