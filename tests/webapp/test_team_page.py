@@ -97,3 +97,14 @@ def test_the_switcher_changes_the_current_team(team, django_user_model):
     ada.post("/teams/switch/", {"team": other.pk, "next": "/prompt-sets/"})
     assert "of team zeta" in ada.get("/prompt-sets/").content.decode()
     assert ada.post("/teams/switch/", {"team": 999999}).status_code == 404
+
+
+def test_no_one_sees_another_members_email_on_the_page_or_in_the_api(team, django_user_model):
+    for username in ("ada", "max"):
+        django_user_model.objects.filter(username=username).update(email=f"{username}@private.example")
+    for viewer, other in (("ada", "max"), ("max", "ada")):  # an admin and a member
+        client = signed_in(django_user_model, viewer)
+        page = client.get(f"/teams/{team.pk}/").content.decode()
+        assert f"{other}@private.example" not in page and f"{viewer}@private.example" in page  # your own only
+        members = client.get(f"/api/teams/{team.pk}").json()["members"]
+        assert {m["user"]: m.get("email") for m in members} == {viewer: f"{viewer}@private.example", other: None}

@@ -102,5 +102,8 @@ class Membership(models.Model):
     def allows(cls, role: str | None, needed: str) -> bool:
         return role is not None and cls.RANK[role] >= cls.RANK[needed]
 
-    def to_json(self):
-        return {"user": self.user.username, "email": self.user.email, "role": self.role}
+    def to_json(self, viewer):
+        """A member as `viewer` sees them: another member's email is theirs to share, not the team's (even its
+        admins see only usernames), so it is given for the viewer's own membership only."""
+        return {"user": self.user.username, "email": self.user.email if self.user_id == viewer.pk else None,
+                "role": self.role}

@@ -111,7 +111,7 @@ def _with_team(needed):
 @_with_team(Membership.VIEWER)
 def team_detail(request, team):
     members = Membership.objects.filter(team=team).select_related("user")
-    return JsonResponse({**team.to_json(request.user), "members": [m.to_json() for m in members]})
+    return JsonResponse({**team.to_json(request.user), "members": [m.to_json(request.user) for m in members]})
 
 
 @api_view(["GET", "POST"])
