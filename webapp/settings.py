@@ -210,6 +210,8 @@ EXTERNAL_EMBEDDING_MODEL = os.environ.get("EVOLAB_EXTERNAL_EMBEDDING_MODEL", "")
 
 # Alerts (DESIGN §4.5): links in notifications point here; webhooks retry with backoff.
 EVOLAB_BASE_URL = os.environ.get("EVOLAB_BASE_URL", "http://127.0.0.1:" + os.environ.get("PORT", "8000"))
+# /healthz answers from a check at most this old (webapp/runs/health.py)
+HEALTH_CHECK_SECONDS = float(os.environ.get("EVOLAB_HEALTH_CHECK_SECONDS", 5))
 WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("EVOLAB_WEBHOOK_RETRY_BASE_SECONDS", 10))
 WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("EVOLAB_WEBHOOK_MAX_ATTEMPTS", 5))
 # One limit for a whole delivery (connect, send, answer), not per read (webapp/alerts/outbound.py)

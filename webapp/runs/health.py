@@ -1,9 +1,12 @@
+import threading
+import time
+
 from django.conf import settings
 from django.db import connection
 
 
-def check() -> tuple[int, dict]:
-    """db and redis: "ok" or the error; workers: how many Celery workers answered a ping."""
+def run_checks() -> tuple[int, dict]:
+    """db and redis: "ok" or the error; workers: how many Celery workers answered a ping (up to a second)."""
     body = {"db": "ok", "redis": "ok", "workers": 0}
     try:
         with connection.cursor() as cursor:
@@ -27,6 +30,44 @@ def check() -> tuple[int, dict]:
     return (200 if healthy else 503), body
 
 
+# The last check, shared by the web process's threads: /healthz is anonymous, and each check holds a server
+# thread for up to a second (the workers' ping), so a flood of calls must not each run one.
+_last: dict = {"at": None, "result": None}
+_refreshing = threading.Lock()
+
+
+def check() -> tuple[int, dict]:
+    """run_checks()'s result, at most HEALTH_CHECK_SECONDS old. While one thread refreshes it, the others answer
+    with the previous result instead of waiting (they wait only for the very first)."""
+    def fresh():
+        return _last["at"] is not None and time.monotonic() - _last["at"] < settings.HEALTH_CHECK_SECONDS
+
+    if fresh():
+        return _last["result"]
+    if not _refreshing.acquire(blocking=_last["result"] is None):
+        return _last["result"]
+    try:
+        if not fresh():
+            result = run_checks()
+            _last.update(at=time.monotonic(), result=result)
+        return _last["result"]
+    finally:
+        _refreshing.release()
+
+
+def forget() -> None:
+    """Drop the cached check (tests)."""
+    _last.update(at=None, result=None)
+
+
+def shown_to(user, body: dict) -> dict:
+    """The check as `user` may read it: error texts (addresses, driver messages) for staff only."""
+    if user.is_authenticated and user.is_staff:
+        return body
+    return {name: "error" if isinstance(value, str) and value.startswith("error") else value
+            for name, value in body.items()}
+
+
 # --- which queues have a worker listening (the run list's and run page's "no worker" notice) ---
 
 QUEUE_CHECK_SECONDS = 10.0
@@ -37,7 +78,6 @@ def queues_with_consumers(refresh: bool = False) -> set[str] | None:
     """Names of the Celery queues some worker consumes (prefix included, as in Run.queue),
     asked with `inspect().active_queues()` and cached for QUEUE_CHECK_SECONDS. None when
     the broker cannot be asked: then nobody is told a worker is missing."""
-    import time
 
     now = time.monotonic()
     if not refresh and _queues_cache["at"] is not None and now - _queues_cache["at"] < QUEUE_CHECK_SECONDS:

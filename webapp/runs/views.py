@@ -17,7 +17,7 @@ from webapp.numbers import whole_number
 from . import series
 from .actions import RunInputError, cancel_run, resume_run
 from . import launch_form
-from .health import check, no_worker_for
+from .health import check, no_worker_for, shown_to
 from .history import prompt_history, prompt_texts
 from .listing import run_listing
 from .models import Run
@@ -198,7 +198,7 @@ def run_action(request, pk, action):
 
 def healthz(request):
     status, body = check()
-    return JsonResponse(body, status=status)
+    return JsonResponse(shown_to(request.user, body), status=status)
 
 
 @login_required
