@@ -210,6 +210,10 @@ EXTERNAL_EMBEDDING_MODEL = os.environ.get("EVOLAB_EXTERNAL_EMBEDDING_MODEL", "")
 
 # Alerts (DESIGN §4.5): links in notifications point here; webhooks retry with backoff.
 EVOLAB_BASE_URL = os.environ.get("EVOLAB_BASE_URL", "http://127.0.0.1:" + os.environ.get("PORT", "8000"))
+# Fair use of shared workers (webapp/runs/actions.py), per team; 0 is no limit: queued or running runs, and the
+# tokens a run may generate (prompts_per_step × n_votes × max_completion_length × max_steps)
+TEAM_MAX_ACTIVE_RUNS = int(os.environ.get("EVOLAB_TEAM_MAX_ACTIVE_RUNS", 0))
+TEAM_MAX_RUN_SIZE = int(os.environ.get("EVOLAB_TEAM_MAX_RUN_SIZE", 0))
 # /healthz answers from a check at most this old (webapp/runs/health.py)
 HEALTH_CHECK_SECONDS = float(os.environ.get("EVOLAB_HEALTH_CHECK_SECONDS", 5))
 WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("EVOLAB_WEBHOOK_RETRY_BASE_SECONDS", 10))

@@ -92,7 +92,9 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
         engine_options = slurm_options(engine_options)
     except LaunchOptionError as exc:
         raise RunInputError(str(exc), f"engine_options.{exc.field}") from exc
+    check_run_size(hyperparameters, max_steps)
     with transaction.atomic():
+        check_active_runs(prompt_set.team)
         run = Run.objects.create(
             name=name,
             method=method,
@@ -115,6 +117,36 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
         lifecycle.queued(run)
         lifecycle.dispatch(run)
     return run
+
+
+def check_active_runs(team) -> None:
+    """RunInputError when `team` already has TEAM_MAX_ACTIVE_RUNS queued or running runs on this Evolab's workers
+    (0: no limit), so one team cannot fill the training queue. Locks the team row: two launches at once count in
+    turn. Call inside the transaction that queues the run."""
+    limit = settings.TEAM_MAX_ACTIVE_RUNS
+    if not limit:
+        return
+    type(team).objects.select_for_update().filter(pk=team.pk).first()
+    active = Run.objects.filter(team=team, source=Run.EVOLAB, state__in=(Run.QUEUED, *Run.SUPERVISED)).count()
+    if active >= limit:
+        raise RunInputError(f"the team already has {active} queued or running runs, its limit "
+                            f"(EVOLAB_TEAM_MAX_ACTIVE_RUNS = {limit}): wait for one to end or cancel one", "team")
+
+
+def check_run_size(hyperparameters: dict, max_steps: int) -> None:
+    """RunInputError when the run could generate more than TEAM_MAX_RUN_SIZE tokens (0: no limit): prompts per
+    step × rollouts per prompt × tokens per rollout × steps, the bound a deployment can hold a run to."""
+    limit = settings.TEAM_MAX_RUN_SIZE
+    factors = [(name, hyperparameters.get(name)) for name in ("prompts_per_step", "n_votes", "max_completion_length")]
+    if not limit or any(value is None for _, value in factors):
+        return
+    size = max_steps
+    for _, value in factors:
+        size *= value
+    if size > limit:
+        terms = " × ".join(f"{name} {value}" for name, value in [*factors, ("max_steps", max_steps)])
+        raise RunInputError(f"the run would generate up to {size:,} tokens ({terms}), over the team limit "
+                            f"(EVOLAB_TEAM_MAX_RUN_SIZE = {limit:,})", "max_steps")
 
 
 MAX_SEED = 2**31 - 1  # Run.seed is a 32-bit integer; torch and numpy take any of these
@@ -207,6 +239,7 @@ def resume_run(run: Run, user) -> Run:
     message = (f"resuming from the checkpoint of step {last} or a later one" if last is not None else
                "no checkpoint is recorded: resuming from the last one on the workers' disk, or from step 0")
     with transaction.atomic():
+        check_active_runs(run.team)
         lifecycle.requeue_for_resume(run, message=message)
     return run
 
