@@ -1,5 +1,6 @@
 """Live messages to browsers and scripts: the Channels group of a run (ws/runs/{id}/) and
-of a team (ws/teams/{id}/)."""
+of a team (ws/teams/{id}/); and the group of a user's own sockets, told when the user's access
+changed (a membership removed, a token revoked, the account deactivated) so each re-checks it."""
 import asyncio
 import json
 import logging
@@ -58,6 +59,23 @@ def run_group_name(run_id: int) -> str:
 
 def team_group_name(team_id: int) -> str:
     return f"team-{team_id}"
+
+
+def user_group_name(user_id: int) -> str:
+    return f"user-{user_id}"
+
+
+def access_changed_on_commit(user_id: int) -> None:
+    """Once the transaction commits, every open socket of the user re-checks that it may stay open (the
+    consumers close those that may not, webapp/runs/consumers.py). Logged and dropped if Redis is away."""
+    def send():
+        layer = get_channel_layer()
+        try:
+            _sender.run(layer.group_send(user_group_name(user_id), {"type": "access.changed"}))
+        except Exception:  # noqa: BLE001 - as _send_all
+            log.exception("could not tell user %s's sockets to re-check their access", user_id)
+
+    transaction.on_commit(send)
 
 
 def _send(group: str, messages: list[dict]) -> None:

@@ -32,6 +32,7 @@ class TokenOrSessionAuth:
         key = _token_key(scope)
         if key is None:
             return await self.by_session(scope, receive, send)
-        # A bad token is an anonymous user: the consumer closes the socket, never a fallback to cookies.
-        scope = dict(scope, user=await _user_for_key(key))
+        # A bad token is an anonymous user: the consumer closes the socket, never a fallback to cookies. The key
+        # stays in the scope so the consumer can re-check it when told the user's access changed.
+        scope = dict(scope, user=await _user_for_key(key), token_key=key)
         return await self.by_token(scope, receive, send)

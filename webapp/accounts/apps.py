@@ -7,6 +7,11 @@ class AccountsConfig(AppConfig):
     label = "accounts"
     default = True
 
+    def ready(self):
+        from . import signals  # needs the models, so only once they are loaded
+
+        signals.connect()
+
 
 class EvolabAdminConfig(admin_apps.AdminConfig):
     """django.contrib.admin with a sign-in throttled like the site's (webapp/accounts/sign_in.py)."""

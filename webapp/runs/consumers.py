@@ -1,8 +1,8 @@
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from webapp.accounts.models import Team
-from webapp.live import run_group_name, team_group_name
+from webapp.accounts.models import ApiToken, Team
+from webapp.live import run_group_name, team_group_name, user_group_name
 
 from .models import Run
 
@@ -23,10 +23,12 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
         self.pk = int(self.scope["url_route"]["kwargs"]["pk"])
         if user is None or not user.is_authenticated:
             return await self._refuse(NOT_SIGNED_IN)
-        if not await self._visible(user):
+        if not await database_sync_to_async(self.visible)(user):
             return await self._refuse(NOT_FOUND)
         self.group = self.group_name()
+        self.user_group = user_group_name(user.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.channel_layer.group_add(self.user_group, self.channel_name)
         await self.accept()
 
     async def _refuse(self, code):
@@ -38,6 +40,26 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code):
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.channel_layer.group_discard(self.user_group, self.channel_name)
+
+    async def access_changed(self, event):
+        """The user's access changed (webapp/live.py::access_changed_on_commit): stay open only if the
+        socket would be accepted now."""
+        code = await self._still_allowed()
+        if code is not None:
+            await self.close(code=code)
+
+    @database_sync_to_async
+    def _still_allowed(self):
+        """None when the socket may stay open, else the close code it gets."""
+        from django.contrib.auth import get_user_model
+
+        key = self.scope.get("token_key")
+        user = (ApiToken.user_for_key(key) if key is not None else
+                get_user_model().objects.filter(pk=self.scope["user"].pk, is_active=True).first())
+        if user is None or user.pk != self.scope["user"].pk:  # revoked token, deactivated or deleted account
+            return NOT_SIGNED_IN
+        return None if self.visible(user) else NOT_FOUND
 
     async def run_messages(self, event):
         # frames encoded once by the sender (webapp/live.py), one JSON message each
@@ -59,8 +81,7 @@ class RunConsumer(_GroupConsumer):
     def group_name(self):
         return run_group_name(self.pk)
 
-    @database_sync_to_async
-    def _visible(self, user):
+    def visible(self, user) -> bool:
         return Run.objects.visible_to(user).filter(pk=self.pk).exists()
 
 
@@ -70,6 +91,5 @@ class TeamConsumer(_GroupConsumer):
     def group_name(self):
         return team_group_name(self.pk)
 
-    @database_sync_to_async
-    def _visible(self, user):
+    def visible(self, user) -> bool:
         return Team.objects.of(user).filter(pk=self.pk).exists()

@@ -1,0 +1,28 @@
+"""A user's open sockets re-check their access when it may have shrunk, whichever way the change was made (the
+team page, the API, Django's admin, a management command): a membership removed, a token revoked, the account
+deactivated. Receivers are connected in AccountsConfig.ready()."""
+from django.contrib.auth import get_user_model
+from django.db.models.signals import post_delete, post_save
+
+from webapp.live import access_changed_on_commit
+
+from .models import ApiToken, Membership
+
+
+def membership_removed(sender, instance, **kwargs):
+    access_changed_on_commit(instance.user_id)
+
+
+def token_revoked(sender, instance, **kwargs):
+    access_changed_on_commit(instance.user_id)
+
+
+def user_saved(sender, instance, **kwargs):
+    if not instance.is_active:
+        access_changed_on_commit(instance.pk)
+
+
+def connect() -> None:
+    post_delete.connect(membership_removed, sender=Membership, dispatch_uid="evolab-membership-removed")
+    post_delete.connect(token_revoked, sender=ApiToken, dispatch_uid="evolab-token-revoked")
+    post_save.connect(user_saved, sender=get_user_model(), dispatch_uid="evolab-user-saved")
