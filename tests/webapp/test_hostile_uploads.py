@@ -83,3 +83,25 @@ def test_a_deeply_nested_line_in_a_json_file_is_refused_naming_the_line(api_clie
     # in a .json file let Python's RecursionError through as a 500
     error = refusal(api_client, upload(api_client, "deep.json", b'{"prompt": ' + b"[" * 50_000 + b"]" * 50_000 + b"}\n"))
     assert error["error"].startswith("line 1: JSON nested more deeply"), error
+
+
+def test_a_parquet_bomb_is_refused_from_its_metadata_before_anything_is_decoded(monkeypatch):
+    data = parquet(pa.table({"prompt": ["a" * 1_000_000] * 250}), compression="zstd", use_dictionary=False)
+    assert len(data) < 100_000  # 250 MB of text in a few kilobytes
+
+    def no_decoding(*args, **kwargs):
+        raise AssertionError("the file was decoded before its size was checked")
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", no_decoding)
+    with pytest.raises(parsing.PromptFileError) as refused:
+        parsing.parse_prompt_file("bomb.parquet", data, max_bytes=1_000_000)
+    message = str(refused.value)
+    assert message.startswith("the Parquet file's columns read (prompt) hold 250,0") and "by its metadata" in message
+    assert "at most 10,000,000 bytes" in message
+
+
+def test_only_the_columns_a_prompt_set_uses_are_read_from_parquet():
+    # a large column nobody reads (a verl file's other fields) neither counts nor is decoded
+    table = pa.table({"prompt": ["1 + 1", "2 + 2"], "answer": ["2", "4"], "junk": ["x" * 8_000_000] * 2})
+    parsed = parsing.parse_prompt_file("with-junk.parquet", parquet(table, compression="zstd"), max_bytes=1_000_000)
+    assert [(r.prompt, r.label) for r in parsed.rows] == [("1 + 1", "2"), ("2 + 2", "4")]

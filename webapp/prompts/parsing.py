@@ -364,9 +364,17 @@ def _parse_parquet(data: bytes, max_bytes: int, progress: Progress | None = None
     verl = (pa.types.is_list(prompt_type) or pa.types.is_large_list(prompt_type)
             or "reward_model" in schema.names)
     id_fields = ("extra_info.index", "id") if verl else ("id",)
+    # only the columns a prompt set uses are read (a verl file's other fields can be large)
+    columns = [path for path in ("prompt", *LABEL_FIELDS, *id_fields) if path.split(".")[0] in schema.names]
+    stored = _stored_size(metadata, columns)
+    if stored > limit:  # checked before anything is decoded: a few kilobytes of zstd can hold gigabytes
+        read = ", ".join(dict.fromkeys(path.split(".")[0] for path in columns))
+        raise PromptFileError(f"the Parquet file's columns read ({read}) hold {stored:,} bytes uncompressed by its "
+                              f"metadata; at most {limit:,} bytes ({PARQUET_DECODED_FACTOR} times the upload limit) "
+                              "are read")
     raws, decoded, number = [], 0, 0
     try:
-        for batch in parquet_file.iter_batches(batch_size=PARQUET_BATCH_ROWS):
+        for batch in parquet_file.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns):
             for row in batch.to_pylist():
                 number += 1
                 raw = _from_mapping(row, "row", number, id_fields)
@@ -383,6 +391,21 @@ def _parse_parquet(data: bytes, max_bytes: int, progress: Progress | None = None
 
 
 PARQUET_BATCH_ROWS = 64
+
+
+def _stored_size(metadata, columns: list[str]) -> int:
+    """The uncompressed size of the column chunks under `columns` (dotted paths), summed over row groups, as the
+    file's metadata gives it. Dictionary-encoded values are counted once there, so the batches read are still
+    measured as they are decoded (_parse_parquet)."""
+    total = 0
+    for group in range(metadata.num_row_groups):
+        row_group = metadata.row_group(group)
+        for index in range(row_group.num_columns):
+            chunk = row_group.column(index)
+            path = chunk.path_in_schema
+            if any(path == c or path.startswith(c + ".") for c in columns):
+                total += chunk.total_uncompressed_size
+    return total
 
 
 def _decoded_size(value) -> int:
