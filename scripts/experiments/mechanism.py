@@ -27,6 +27,7 @@ import csv
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -99,7 +100,6 @@ def train(arm: str, seed: int, args, work: Path, threads: int) -> Path:
     config_path = work / f"{name}.json"
     config_path.write_text(json.dumps(config, indent=2))
     if run_dir.exists():  # an unfinished run: train it again from the start
-        import shutil
         shutil.rmtree(run_dir)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
     started = time.time()

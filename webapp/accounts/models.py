@@ -67,6 +67,11 @@ class Team(models.Model):
     def __str__(self):
         return self.name
 
+    def lock(self) -> None:
+        """Lock the team's row until the transaction ends: checks that count a team's rows before adding one
+        (its webhooks, its active runs) then count in turn."""
+        Team.objects.select_for_update().filter(pk=self.pk).first()
+
     def role_of(self, user) -> str | None:
         if user is None or not user.is_authenticated:
             return None

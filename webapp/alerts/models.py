@@ -121,7 +121,7 @@ class Webhook(models.Model):
         """A new webhook of `team`; ValueError (with .field) naming what is wrong with the URL or the limit hit."""
         problem = cls.url_problem(url)
         with transaction.atomic():
-            type(team).objects.select_for_update().filter(pk=team.pk).first()  # two adds at once count in turn
+            team.lock()  # two adds at once count in turn
             if problem is None and cls.objects.filter(team=team).count() >= settings.TEAM_MAX_WEBHOOKS:
                 problem = (f"a team has at most {settings.TEAM_MAX_WEBHOOKS} webhooks (EVOLAB_TEAM_MAX_WEBHOOKS): "
                            "remove one first")

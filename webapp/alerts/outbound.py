@@ -48,12 +48,14 @@ def address_problem(address: str) -> str | None:
     return None
 
 
-def _target(url: str) -> tuple[str, int, bool]:
+def _target(url: str) -> tuple[str, int, bool, str]:
+    """host, port, whether HTTPS, and the path with its query."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise Refused(f"{url[:200]!r} is not an http(s) URL")
     https = parts.scheme == "https"
-    return parts.hostname, parts.port or (443 if https else 80), https
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    return parts.hostname, parts.port or (443 if https else 80), https, path
 
 
 def _is_ip(host: str) -> bool:
@@ -98,7 +100,7 @@ def _printable(text: str) -> str:
 def post_json(url: str, payload: dict, timeout: float, user_agent: str) -> Answer:
     """POST `payload` as JSON to `url`; Refused for a destination not allowed, TimeoutError when the whole
     exchange took longer than `timeout` seconds, OSError or http.client.HTTPException for the rest."""
-    host, port, https = _target(url)
+    host, port, https, path = _target(url)
     deadline = time.monotonic() + timeout
     try:
         addresses = checked_addresses(host, port)
@@ -133,8 +135,6 @@ def post_json(url: str, payload: dict, timeout: float, user_agent: str) -> Answe
     try:
         if https:
             sock = ssl.create_default_context().wrap_socket(sock, server_hostname=host)
-        parts = urlsplit(url)
-        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         connection = http.client.HTTPConnection(host, port)  # Host header from the URL; the socket is the checked one
         connection.sock = sock
         body = json.dumps(payload).encode()

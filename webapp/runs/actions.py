@@ -126,7 +126,7 @@ def check_active_runs(team) -> None:
     limit = settings.TEAM_MAX_ACTIVE_RUNS
     if not limit:
         return
-    type(team).objects.select_for_update().filter(pk=team.pk).first()
+    team.lock()
     active = Run.objects.filter(team=team, source=Run.EVOLAB, state__in=(Run.QUEUED, *Run.SUPERVISED)).count()
     if active >= limit:
         raise RunInputError(f"the team already has {active} queued or running runs, its limit "

@@ -1,5 +1,6 @@
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.contrib.auth import get_user_model
 
 from webapp.accounts.models import ApiToken, Team
 from webapp.live import run_group_name, team_group_name, user_group_name
@@ -52,8 +53,6 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
     @database_sync_to_async
     def _still_allowed(self):
         """None when the socket may stay open, else the close code it gets."""
-        from django.contrib.auth import get_user_model
-
         key = self.scope.get("token_key")
         user = (ApiToken.user_for_key(key) if key is not None else
                 get_user_model().objects.filter(pk=self.scope["user"].pk, is_active=True).first())
