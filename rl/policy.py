@@ -22,6 +22,7 @@ DEFAULT_POLICY_DIR = ASSETS_DIR / "default_policy"
 SAMPLE_PATH = ASSETS_DIR / "arithmetic_sample.json"  # 64 held-out problems {prompt, answer, id}
 HELDOUT_SEED = 1000  # the default policy's held-out problems; training data excludes them
 
+CHECKPOINTS_DIR = "checkpoints"  # RUN_DIR/checkpoints/checkpoint-<step>, each a model directory
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
 
@@ -43,6 +44,13 @@ def resolve_model_path(model: str) -> Path:
     if not any((path / name).is_file() for name in WEIGHT_FILES):
         raise ModelPathError(f"model: {str(path)!r} has no weights (expected one of {', '.join(WEIGHT_FILES)})")
     return path
+
+
+def last_checkpoint(run_dir: Path) -> Path | None:
+    """The highest-step complete checkpoint under RUN_DIR/checkpoints."""
+    folders = [p for p in (run_dir / CHECKPOINTS_DIR).glob("checkpoint-*")
+               if p.name.split("-")[-1].isdigit() and (p / "trainer_state.json").exists()]
+    return max(folders, key=lambda p: int(p.name.split("-")[-1]), default=None)
 
 
 def heldout_problems(n: int = 256) -> list[dict]:

@@ -36,11 +36,9 @@ warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers
 
 from rl.events import EventWriter  # noqa: E402
 from rl.methods import HyperparameterError, Method, get_method, validate_hyperparameters  # noqa: E402
-from rl.policy import ModelPathError, load_tokenizer, load_trainable_model, resolve_model_path  # noqa: E402
+from rl.policy import (CHECKPOINTS_DIR, ModelPathError, last_checkpoint, load_tokenizer,  # noqa: E402
+                       load_trainable_model, resolve_model_path)
 from rl.prompts import format_prompt  # noqa: E402
-
-CHECKPOINTS_DIR = "checkpoints"
-
 
 class ConfigError(ValueError):
     """A config that cannot run; `field` names the culprit (a top-level key or a hyperparameter)."""
@@ -343,13 +341,6 @@ def grpo_config(hp: dict, max_steps: int, seed: int, output_dir: Path):
         dataloader_num_workers=0,
         **vllm,
     )
-
-
-def last_checkpoint(run_dir: Path) -> Path | None:
-    """The highest-step complete checkpoint under RUN_DIR/checkpoints."""
-    folders = [p for p in (run_dir / CHECKPOINTS_DIR).glob("checkpoint-*")
-               if p.name.split("-")[-1].isdigit() and (p / "trainer_state.json").exists()]
-    return max(folders, key=lambda p: int(p.name.split("-")[-1]), default=None)
 
 
 def _note_superseded_steps(events: EventWriter, checkpoint: Path | None) -> None:

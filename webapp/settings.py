@@ -20,6 +20,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 DATA_DIR = Path(os.environ.get("EVOLAB_DATA_DIR", BASE_DIR / "var")).resolve()
 RUNS_DIR = Path(os.environ.get("EVOLAB_RUNS_DIR", DATA_DIR / "runs")).resolve()
+# Folders whose sub-folders a run's `model` and `embedding_model` may name (webapp/runs/model_names.py), separated
+# like PATH; read by the workers, which resolve names. None: runs train the default policy or a run's checkpoint.
+MODEL_ROOTS = [Path(p).expanduser() for p in os.environ.get("EVOLAB_MODEL_ROOTS", "").split(os.pathsep) if p.strip()]
 # SQLite cannot create its file in a folder that does not exist yet (fresh clone).
 DATA_DIR.mkdir(parents=True, exist_ok=True)
 

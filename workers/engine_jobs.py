@@ -12,6 +12,7 @@ import time
 from django.conf import settings
 
 from webapp.runs import lifecycle, text_search
+from webapp.runs.model_names import ModelNameError
 from webapp.runs.ingestion import ingest_events
 from webapp.runs.models import Run, RunEvent
 
@@ -40,6 +41,9 @@ def supervise_job(run: Run, owner: str, engine: Engine) -> str | None:
         job = _job_of(run, owner, engine, resume)
     except EngineError as exc:
         lifecycle.finish(run, Run.FAILED, f"{engine.title} would not take the run: {exc}", None, "", owner=owner)
+        return Run.FAILED
+    except ModelNameError as exc:  # found before anything is submitted
+        lifecycle.finish(run, Run.FAILED, str(exc), None, "", owner=owner)
         return Run.FAILED
     if job is None:
         lifecycle.finish(run, Run.CANCELLED, f"cancelled; its {engine.title} job had ended", None, "", owner=owner)

@@ -9,6 +9,7 @@ import time
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from rl.methods import get_method
+from webapp.runs import model_names
 from webapp.runs.models import Run
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,10 @@ def set_aside_stale_run_dir(run: Run) -> None:
 
 
 def prepare_run_dir(run: Run):
+    """The run's prompts and CONFIG.json in its directory; the path of CONFIG.json. ModelNameError, with nothing
+    written, when its model or embedding model names no folder on this worker."""
+    model = model_names.resolve(run.model, "model")
+    embedding_model = model_names.resolve(run.embedding_model, "embedding_model")
     run.run_dir.mkdir(parents=True, exist_ok=True)
     prompts_path = run.run_dir / "prompts.jsonl"
     with open(prompts_path, "w", encoding="utf-8") as f:
@@ -50,7 +55,7 @@ def prepare_run_dir(run: Run):
             for row in run.eval_prompt_set.trainer_rows(with_references=False):
                 f.write(json.dumps(row, ensure_ascii=False) + "\n")
     config_path = run.run_dir / "config.json"
-    config_path.write_text(json.dumps(run.trainer_config(prompts_path, eval_path), indent=2))
+    config_path.write_text(json.dumps(run.trainer_config(prompts_path, eval_path, model, embedding_model), indent=2))
     return config_path
 
 

@@ -26,6 +26,7 @@ import uuid
 from django.conf import settings
 from rl import launch
 from webapp.runs import lifecycle, text_search
+from webapp.runs.model_names import ModelNameError
 from webapp.runs.ingestion import ingest_events
 from webapp.runs.models import Run, RunEvent
 
@@ -101,7 +102,12 @@ def supervise(run_id: int) -> str | None:
     except RunLocked as exc:
         lifecycle.finish(run, Run.FAILED, str(exc), None, "", owner=owner)
         return Run.FAILED
-    config_path = prepare_run_dir(run)
+    try:
+        config_path = prepare_run_dir(run)
+    except ModelNameError as exc:
+        lock.close()
+        lifecycle.finish(run, Run.FAILED, str(exc), None, "", owner=owner)
+        return Run.FAILED
     stdout_path, stderr_path = run.run_dir / "stdout.log", run.run_dir / "stderr.log"
     # the trainer stops itself if this process dies (rl/train.py::stop_when_supervisor_is_gone)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "EVOLAB_SUPERVISOR_PID": str(os.getpid()),

@@ -93,7 +93,7 @@ def test_the_launch_form_applies_presets_and_keeps_every_value_after_an_error(li
     assert page.input_value("input[name=hp-ttrl-n_votes]") == "8"
     # Until a hyperparameter is edited, a fresh form follows the model: the paper's settings
     # for a real model, the small run again for the default one.
-    page.fill("input[name=model]", "/models/Qwen3-4B-Base")
+    page.fill("input[name=model]", "Qwen/Qwen3-4B-Base")
     page.dispatch_event("input[name=model]", "change")
     assert page.input_value("input[name=hp-ttrl-n_votes]") == "64"
     assert page.get_attribute('button.preset[data-preset="paper"]', "aria-pressed") == "true"

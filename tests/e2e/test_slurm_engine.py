@@ -14,17 +14,21 @@ from tests.e2e.helpers import (DONE, SMALL_TTRL, assert_each_event_stored_once, 
                                kill_the_worker_mid_run, launch_small_run, metric_steps, start_a_worker_that_re_attaches,
                                statuses_of)
 from tests.factories import make_prompt_set
+from webapp.runs.model_names import ModelNameError
 from webapp.runs.models import Run, RunEvent
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def slurm(slurm_cluster, engine_stack):
+def slurm(slurm_cluster, engine_stack, tmp_path):
     # A job inherits the worker's environment (sbatch exports it). Each node of this cluster has one CPU, but it
     # binds no task to it (both nodes are this machine): one thread per trainer, as Ray sets for its jobs, else a
     # trainer's second thread fights the other rank or the stack for two cores and a step takes 8 s, not 0.5 s.
-    return engine_stack({"EVOLAB_TRAINER_LAUNCHER": "slurm", **slurm_cluster.env, "OMP_NUM_THREADS": "1"})
+    # Its model root offers a folder the worker finds and the trainer refuses (no weights).
+    (tmp_path / "models" / "no-weights-model").mkdir(parents=True)
+    return engine_stack({"EVOLAB_TRAINER_LAUNCHER": "slurm", **slurm_cluster.env, "OMP_NUM_THREADS": "1",
+                         "EVOLAB_MODEL_ROOTS": str(tmp_path / "models")})
 
 
 def job_state(cluster, job_id) -> str:
@@ -132,11 +136,19 @@ def test_a_job_that_reaches_its_time_limit_fails_the_run_saying_so(slurm, slurm_
 
 
 def test_a_trainer_that_refuses_its_config_fails_the_job_and_the_run_with_its_words(slurm, slurm_cluster, live_user):
-    run_id = launch_small_run(slurm, live_user, "slurm-bad-model", max_steps=2, model="/no/such/model", gpus=0)
+    run_id = launch_small_run(slurm, live_user, "slurm-bad-model", max_steps=2, model="no-weights-model", gpus=0)
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=120)
-    assert run["state"] == "failed" and "/no/such/model" in run["message"], run["message"]
+    assert run["state"] == "failed" and "no-weights-model' has no config.json" in run["message"], run["message"]
     assert job_state(slurm_cluster, run["engine"]["job_id"]) == "FAILED"
-    assert "/no/such/model" in run["engine"]["log_tail"]  # the trainer's stderr, in the job's log
+    assert "no-weights-model' has no config.json" in run["engine"]["log_tail"]  # the trainer's stderr, in the job's log
+
+
+def test_a_model_name_with_no_folder_fails_the_run_before_a_job_is_submitted(slurm, slurm_cluster, live_user):
+    run_id = launch_small_run(slurm, live_user, "slurm-no-model", max_steps=2, model="Qwen/Qwen3-70B", gpus=0)
+    run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=60)
+    assert run["state"] == "failed" and run["message"] == str(ModelNameError("Qwen/Qwen3-70B", "model"))
+    assert not run["engine"]["job_id"]
+    assert not slurm_cluster.run("squeue", "--noheader", "--name", f"evolab-run-{run_id}-1").stdout.strip()
 
 
 def test_a_run_launched_from_the_browser_trains_as_a_slurm_job_whose_page_shows_it(slurm, live_user, session_key,

@@ -53,21 +53,21 @@ def test_it_queues_a_run_with_the_papers_defaults(api_client, prompt_set, no_enq
     assert no_enqueue == [([run["id"]], run["queue"])]
 
 
-def test_a_run_chooses_its_embedder_and_the_trainer_config_carries_it(api_client, prompt_set, no_enqueue):
+def test_a_run_chooses_its_embedder_and_the_trainer_config_carries_its_window_and_pooling(api_client, prompt_set,
+                                                                                          no_enqueue):
+    # the embedder's folder reaches CONFIG.json through the worker: tests/workers/test_model_resolution.py
     response = post_run(api_client, name="long", method="evol_rl", prompt_set=prompt_set.pk,
-                        embedding_model="/models/qwen3-embedding-4b",
+                        embedding_model="qwen3-embedding-4b",
                         hyperparameters={"embedding_max_length": 16384, "embedding_pooling": "end"})
     assert response.status_code == 201, response.content
     body = response.json()
-    assert body["embedding_model"] == "/models/qwen3-embedding-4b"
+    assert body["embedding_model"] == "qwen3-embedding-4b"
     run = Run.objects.get(pk=body["id"])
     config = run.trainer_config(Path("prompts.jsonl"))
-    assert config["embedding_model"] == "/models/qwen3-embedding-4b"
     assert config["hyperparameters"]["embedding_max_length"] == 16384
     assert config["hyperparameters"]["embedding_pooling"] == "end"
     default = post_run(api_client, name="short", method="evol_rl", prompt_set=prompt_set.pk).json()
-    assert default["embedding_model"] == "" and Run.objects.get(pk=default["id"]).trainer_config(
-        Path("p.jsonl"))["embedding_model"] is None  # the bundled all-MiniLM-L6-v2
+    assert default["embedding_model"] == ""  # the bundled all-MiniLM-L6-v2
 
 
 def test_it_rejects_an_embedder_that_is_not_a_path(api_client, prompt_set, no_enqueue):
@@ -161,7 +161,7 @@ def test_a_run_with_gpus_goes_to_the_gpu_queue(api_client, prompt_set, no_enqueu
 
 
 def test_a_custom_model_defaults_to_one_gpu(api_client, prompt_set, no_enqueue):
-    run = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, model="/models/qwen3-4b").json()
+    run = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, model="Qwen3-4B").json()
     assert run["gpus"] == 1 and run["queue"].endswith("gpu")
 
 

@@ -42,7 +42,7 @@ def test_a_non_default_model_launched_from_the_form_waits_for_a_gpu_worker_and_s
 
     prompt_set = make_prompt_set(user)
     data = {"name": "big", "prompt_set": prompt_set.pk, "team": prompt_set.team_id, "method": "ttrl",
-            "model": "/models/Qwen3-4B-Base", "max_steps": "2", "seed": "0", "gpus": "", **alert_fields()}
+            "model": "Qwen/Qwen3-4B-Base", "max_steps": "2", "seed": "0", "gpus": "", **alert_fields()}
     data.update({f"hp-ttrl-{k}": str(v) for k, v in preset_values("ttrl", "paper")["hyperparameters"].items()})
     response = signed_in.post("/runs/new/", data)
     assert response.status_code == 302, response.content.decode()[:2000]

@@ -243,7 +243,7 @@ def source(lab):
     hp["alert_rules"] = {"entropy_collapse": {"fraction": 0.4}}
     return Run.objects.create(name="original <i>", method="evol_rl", prompt_set=lab["sets"]["arith"],
                               eval_prompt_set=lab["sets"]["labelled-2"], tags=["a", "b c"], model="default",
-                              embedding_model="/models/long-embedder", hyperparameters=hp, max_steps=17, seed=5, gpus=0, created_by=lab["users"]["alice"],
+                              embedding_model="long-embedder", hyperparameters=hp, max_steps=17, seed=5, gpus=0, created_by=lab["users"]["alice"],
                               state=Run.SUCCEEDED)
 
 
@@ -254,7 +254,7 @@ def test_clone_opens_the_form_filled_with_every_setting_of_the_source(client, la
     assert re.search(rf'<option value="{source.eval_prompt_set_id}" selected', select_html(page, "eval_prompt_set"))
     assert re.search(r'<option value="evol_rl" selected', select_html(page, "method"))
     for name, value in (("max_steps", "17"), ("seed", "5"), ("gpus", "0"), ("tags", "a, b c"), ("model", "default"),
-                        ("embedding_model", "/models/long-embedder"),
+                        ("embedding_model", "long-embedder"),
                         ("hp-evol_rl-n_votes", "12"), ("hp-evol_rl-n_train", "6"), ("hp-evol_rl-alpha", "0.3"),
                         ("hp-evol_rl-learning_rate", "3e-06"), ("hp-evol_rl-eval_every", "2"),
                         ("hp-evol_rl-max_completion_length", "12288"), ("cloned_from", str(source.pk)),
@@ -273,12 +273,12 @@ def test_the_run_pages_clone_button_opens_the_prefilled_form_and_the_launch_reco
     detail = client.get(f"/runs/{source.pk}/").content.decode()
     assert f'href="/runs/new/?clone={source.pk}"' in detail
     data = form_data(lab, method="evol_rl", name="original (clone)", cloned_from=str(source.pk),
-                     embedding_model="/models/long-embedder", **{"alert-entropy_collapse-fraction": "0.4"})
+                     embedding_model="long-embedder", **{"alert-entropy_collapse-fraction": "0.4"})
     response = client.post("/runs/new/", data)
     clone = Run.objects.exclude(pk=source.pk).get()
     assert response.status_code == 302 and clone.cloned_from == source and clone.created_by.username == "mel"
-    assert clone.embedding_model == "/models/long-embedder"
-    assert "/models/long-embedder" in client.get(f"/runs/{clone.pk}/").content.decode()
+    assert clone.embedding_model == "long-embedder"
+    assert "long-embedder" in client.get(f"/runs/{clone.pk}/").content.decode()
     assert clone.hyperparameters["alert_rules"] == {"entropy_collapse": {"fraction": 0.4}}
 
 

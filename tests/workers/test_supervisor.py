@@ -21,12 +21,14 @@ def make_run(user, **fields):
     return Run.objects.create(prompt_set=make_prompt_set(user), **{**defaults, **fields})
 
 
-def test_a_trainer_that_refuses_its_config_fails_the_run_with_its_message(user, tmp_path):
-    run = make_run(user, model=str(tmp_path / "no-such-model"))
+def test_a_trainer_that_refuses_its_config_fails_the_run_with_its_message(user, tmp_path, settings):
+    settings.MODEL_ROOTS = [tmp_path / "models"]
+    (tmp_path / "models" / "no-weights-model").mkdir(parents=True)  # a folder the worker finds, the trainer refuses
+    run = make_run(user, model="no-weights-model")
     assert supervise(run.pk) == Run.FAILED
     run.refresh_from_db()
     assert run.exit_code not in (0, None)
-    assert "no-such-model" in run.message
+    assert "no-weights-model" in run.message and "has no config.json" in run.message
     assert run.finished_at is not None
 
 

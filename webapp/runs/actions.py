@@ -12,7 +12,7 @@ from webapp.accounts.models import Membership
 from webapp.numbers import is_whole_number
 from webapp.plain_text import control_character
 
-from . import lifecycle
+from . import lifecycle, model_names
 from .models import Run, RunEvent
 
 MAX_STEPS_LIMIT = 100_000
@@ -32,7 +32,9 @@ MAX_NODES = 256
 
 
 def default_gpus(model: str) -> int:
-    # The small default policy trains on a CPU worker; a real model wants a GPU.
+    # The small default policy trains on a CPU worker; a real model wants a GPU; a run's checkpoint, what its run had.
+    if model.startswith("run:"):
+        return Run.objects.filter(pk=int(model[4:].split("/")[0])).values_list("gpus", flat=True).first() or 0
     return 0 if model == "default" else 1
 
 
@@ -81,10 +83,14 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
         )
     max_steps = _whole_number(20 if max_steps in (None, "") else max_steps, "max_steps", 1, MAX_STEPS_LIMIT)
     seed = _whole_number(seed or 0, "seed", 0, MAX_SEED)
-    model = _plain_text(model, "model", Run._meta.get_field("model").max_length) or "default"
+    # names, never paths on the worker: the worker finds their folders (model_names.resolve)
+    try:
+        model = model_names.check(user, _plain_text(model, "model", Run._meta.get_field("model").max_length), "model")
+        embedding_model = model_names.check(user, _plain_text(
+            embedding_model, "embedding_model", Run._meta.get_field("embedding_model").max_length), "embedding_model")
+    except model_names.ModelNameError as exc:
+        raise RunInputError(str(exc), exc.field) from exc
     gpus = _whole_number(default_gpus(model) if gpus in (None, "") else gpus, "gpus", 0, MAX_GPUS)
-    # a folder on the worker, checked there: the trainer refuses one that is not a sentence-transformers model
-    embedding_model = _plain_text(embedding_model, "embedding_model", Run._meta.get_field("embedding_model").max_length)
     nodes = _whole_number(1 if nodes in (None, "") else nodes, "nodes", 1, MAX_NODES)
     if engine_options not in (None, "", {}) and not isinstance(engine_options, dict):
         raise RunInputError("engine_options must be an object: partition, account, time_limit, sbatch", "engine_options")

@@ -161,15 +161,17 @@ class Run(models.Model):
     def get_absolute_url(self):
         return reverse("runs:detail", args=[self.pk])
 
-    def trainer_config(self, prompts_path: Path, eval_prompts_path: Path | None = None) -> dict:
-        """The trainer's CONFIG.json (DESIGN §4.1). Alert thresholds ride in the run's
-        hyperparameters for the API's sake but are the server's business, not the trainer's."""
+    def trainer_config(self, prompts_path: Path, eval_prompts_path: Path | None = None, model: str = "default",
+                       embedding_model: str | None = None) -> dict:
+        """The trainer's CONFIG.json (DESIGN §4.1), with the folders the worker found for the run's model names
+        (model_names.resolve). Alert thresholds ride in the run's hyperparameters for the API's sake but are the
+        server's business, not the trainer's."""
         return {
             "method": self.method,
-            "model": self.model,
+            "model": model,
             "prompts": str(prompts_path),
             "eval_prompts": str(eval_prompts_path) if eval_prompts_path else None,
-            "embedding_model": self.embedding_model or None,
+            "embedding_model": embedding_model,
             "max_steps": self.max_steps,
             "seed": self.seed,
             "hyperparameters": self.training_hyperparameters(),
