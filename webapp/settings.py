@@ -228,6 +228,8 @@ WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("EVOLAB_WEBHOOK_TIMEOUT_SECONDS",
 WEBHOOK_ALLOWED_NETWORKS = [str(ipaddress.ip_network(n.strip(), strict=False))  # a bad value stops the start
                             for n in os.environ.get("EVOLAB_WEBHOOK_ALLOWED_NETWORKS", "").split(",") if n.strip()]
 TEAM_MAX_WEBHOOKS = int(os.environ.get("EVOLAB_TEAM_MAX_WEBHOOKS", 20))
+# Team invitation links (webapp/accounts/models.py::Invitation) are valid this many days
+INVITATION_DAYS = float(os.environ.get("EVOLAB_INVITATION_DAYS", 7))
 
 # Email: SMTP when EMAIL_HOST is set, else the console (the demo prints alert emails).
 # EMAIL_BACKEND overrides both (the tests use the file backend to read the real outbox).

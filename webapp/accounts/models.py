@@ -1,8 +1,10 @@
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.conf import settings
-from django.db import models
+from django.db import IntegrityError, models, transaction
+from django.utils import timezone
 
 
 def _digest(key: str) -> str:
@@ -112,3 +114,72 @@ class Membership(models.Model):
         admins see only usernames), so it is given for the viewer's own membership only."""
         return {"user": self.user.username, "email": self.user.email if self.user_id == viewer.pk else None,
                 "role": self.role}
+
+
+class InvitationError(ValueError):
+    """An invitation that cannot be used: unknown, used, revoked and expired read alike."""
+
+
+class Invitation(models.Model):
+    """A link a team admin makes for one person to join the team with a role: the person accepts it, signed in
+    as themself (docs/security.md), so no admin can put someone in a team, or learn which usernames exist. Only
+    the key's SHA-256 is stored; the link is shown once. One use, then it is spent."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="invitations")
+    role = models.CharField(max_length=10, choices=Membership.ROLES, default=Membership.MEMBER)
+    digest = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True,
+                                   related_name="invitations_made")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
+                                    related_name="invitations_accepted")
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    UNUSABLE = ("this invitation link is not valid: it was used, revoked or has expired, or was mistyped; "
+                "ask the team's admin for a new one")
+
+    @classmethod
+    def issue(cls, team, role: str, created_by) -> str:
+        """A new invitation's key (for its link), valid EVOLAB_INVITATION_DAYS."""
+        if role not in Membership.RANK:
+            raise ValueError(f"unknown role {role!r}")
+        key = secrets.token_urlsafe(24)
+        cls.objects.create(team=team, role=role, digest=_digest(key), created_by=created_by,
+                           expires_at=timezone.now() + timedelta(days=settings.INVITATION_DAYS))
+        return key
+
+    @classmethod
+    def pending(cls):
+        return cls.objects.filter(accepted_at=None, revoked_at=None, expires_at__gt=timezone.now())
+
+    @classmethod
+    def usable(cls, key: str) -> "Invitation":
+        invitation = cls.pending().select_related("team").filter(digest=_digest(key or "")).first()
+        if invitation is None:
+            raise InvitationError(cls.UNUSABLE)
+        return invitation
+
+    @classmethod
+    def accept(cls, key: str, user) -> tuple["Invitation", bool]:
+        """(the invitation, whether `user` joined): spends the invitation and makes `user` a member with its role.
+        A user already in the team keeps their role and the invitation stays unspent, for its intended person."""
+        with transaction.atomic():
+            invitation = cls.usable(key)
+            invitation = cls.objects.select_for_update().get(pk=invitation.pk)  # two accepts at once: one wins
+            if invitation.accepted_at or invitation.revoked_at:
+                raise InvitationError(cls.UNUSABLE)
+            if Membership.objects.filter(team=invitation.team, user=user).exists():
+                return invitation, False
+            try:
+                with transaction.atomic():
+                    Membership.objects.create(team=invitation.team, user=user, role=invitation.role)
+            except IntegrityError:  # joined by another link meanwhile
+                return invitation, False
+            invitation.accepted_by, invitation.accepted_at = user, timezone.now()
+            invitation.save(update_fields=["accepted_by", "accepted_at"])
+        return invitation, True

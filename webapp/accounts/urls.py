@@ -6,6 +6,7 @@ app_name = "teams"
 urlpatterns = [
     path("", views.team_list, name="list"),
     path("switch/", views.switch, name="switch"),
+    path("join/<str:key>/", views.join, name="join"),
     path("<id:pk>/", views.team_detail, name="detail"),
     path("<id:pk>/alerts/", views.team_alerts, name="alerts"),
 ]

@@ -1,18 +1,20 @@
 """Team pages: the switcher, the team page (members and roles; webhooks and alert rules
 for admins) and the team's alerts. Anything of a team the user is not in is a 404."""
+from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_POST
 
 from rl.alert_rule_specs import RULES, AlertRuleError, resolve_thresholds, validate_overrides
 from webapp.alerts.models import Alert, TeamAlertRules, Webhook, WebhookDelivery
 
 from .access import require_role, role_in, teams_of
-from .models import Membership, Team
+from .models import Invitation, InvitationError, Membership, Team
 from .teams import switch_team
 
 
@@ -54,15 +56,22 @@ def team_detail(request, pk):
     role = role_in(request.user, team)
     is_admin = Membership.allows(role, Membership.ADMIN)
     error = field = None
+    invitation_link = None
     if request.method == "POST":
         require_role(request.user, team, Membership.ADMIN)
         try:
-            done = _team_action(request, team)
+            if request.POST.get("action") == "invite":
+                # shown in this answer only: the key is stored as its digest (rendered, not redirected)
+                key = Invitation.issue(team, request.POST.get("role", Membership.MEMBER), request.user)
+                invitation_link = request.build_absolute_uri(reverse("teams:join", args=[key]))
+            else:
+                done = _team_action(request, team)
         except (ValueError, AlertRuleError) as exc:
             error, field = str(exc), getattr(exc, "field", None)
         else:
-            messages.success(request, done)
-            return redirect("teams:detail", pk=team.pk)
+            if invitation_link is None:
+                messages.success(request, done)
+                return redirect("teams:detail", pk=team.pk)
     stored = TeamAlertRules.objects.filter(team=team).first()
     overrides = stored.overrides if stored else {}
     context = {
@@ -74,9 +83,12 @@ def team_detail(request, pk):
         "open_alerts": Alert.objects.filter(team=team, state=Alert.OPEN).count(),
         "error": error,
         "field": field,
+        "invitation_link": invitation_link,
+        "invitation_days": f"{settings.INVITATION_DAYS:g}",
     }
     if is_admin:
         context.update(
+            invitations=Invitation.pending().filter(team=team).select_related("created_by"),
             webhooks=Webhook.objects.filter(team=team),
             deliveries=WebhookDelivery.objects.filter(webhook__team=team).select_related("webhook", "alert")[:30],
             rule_rows=_rule_rows(overrides),
@@ -87,17 +99,9 @@ def team_detail(request, pk):
 def _team_action(request, team) -> str:
     """One admin change from the team page; returns what to tell the user."""
     action = request.POST.get("action")
-    User = get_user_model()
-    if action == "add_member":
-        username = request.POST.get("username", "").strip()
-        role = request.POST.get("role", Membership.MEMBER)
-        user = User.objects.filter(username=username).first()
-        if user is None:
-            raise ValueError(f"no user named {username!r}")
-        if role not in Membership.RANK:
-            raise ValueError(f"unknown role {role!r}")
-        Membership.objects.update_or_create(team=team, user=user, defaults={"role": role})
-        return f"{username} is {role} of {team.name}"
+    if action == "revoke_invitation":
+        Invitation.pending().filter(team=team, pk=request.POST.get("invitation") or 0).update(revoked_at=timezone.now())
+        return "invitation revoked"
     if action in ("set_role", "remove_member"):
         membership = Membership.objects.filter(team=team, pk=request.POST.get("membership") or 0).select_related("user").first()
         if membership is None:
@@ -148,6 +152,24 @@ def _overrides_from_form(post) -> dict:
             if coerced != defaults[spec.kind].get(p.name):
                 overrides.setdefault(spec.kind, {})[p.name] = coerced
     return overrides
+
+
+@login_required
+def join(request, key):
+    """An invitation link: the signed-in user sees the team and role, and joins by confirming (a POST, so a link
+    that is only opened, by a mail scanner say, spends nothing)."""
+    try:
+        invitation = Invitation.usable(key)
+        if request.method == "POST":
+            invitation, joined = Invitation.accept(key, request.user)
+            messages.success(request, f"you joined {invitation.team.name} as {invitation.role}" if joined else
+                             f"you are already in {invitation.team.name}; your role there is unchanged")
+            switch_team(request, invitation.team)
+            return redirect("teams:detail", pk=invitation.team.pk)
+    except InvitationError as exc:
+        return render(request, "teams/join.html", {"error": str(exc)}, status=404)
+    return render(request, "teams/join.html", {
+        "invitation": invitation, "member": role_in(request.user, invitation.team) is not None})
 
 
 @login_required
