@@ -12,6 +12,7 @@ PyPI, usage reports off and no cloud metadata probe.
 Daemons run in the foreground as children of this process, which is made a child subreaper: a container's PID 1
 may reap no orphan, and a daemon's stray child (a job step that daemonized) must not be left a zombie."""
 import ctypes
+import functools
 import os
 import shutil
 import signal
@@ -100,6 +101,30 @@ def kill_tree(processes: list[subprocess.Popen], timeout: float = 10.0) -> None:
         time.sleep(0.02)
 
 
+# What a cluster's daemons and jobs may ask for names: loopback, where nothing answers (or a local cache does)
+LOOPBACK_RESOLV_CONF = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
+
+
+@functools.cache
+def _mount_namespaces_allowed() -> bool:
+    return os.geteuid() == 0 and shutil.which("unshare") is not None and subprocess.run(
+        ["unshare", "--mount", "true"], capture_output=True).returncode == 0
+
+
+def with_loopback_resolver(argv: list[str], folder: Path) -> list[str]:
+    """argv, run where the machine's nameserver is out of reach: in a mount namespace of its own, which its children
+    (the jobs) inherit, /etc/resolv.conf is one naming loopback, so a name /etc/hosts cannot answer fails here
+    instead of leaving the machine. Every address the daemons and jobs are given is a loopback one, yet they look
+    names up: torch's c10d store asks for the name of each peer, 127.0.0.1 included (accepted as ::ffff:127.0.0.1,
+    which glibc sends to the nameserver), munged its host's. Unchanged where mount namespaces are not allowed."""
+    if not _mount_namespaces_allowed():
+        return list(argv)
+    resolv_conf = folder / "resolv.conf"
+    resolv_conf.write_text(LOOPBACK_RESOLV_CONF)
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount --bind "$0" /etc/resolv.conf && exec "$@"', str(resolv_conf), *argv]
+
+
 def slurm_missing() -> str | None:
     missing = [b for b in SLURM_BINARIES if shutil.which(b) is None]
     if missing:
@@ -177,13 +202,15 @@ PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
 
     def _start(self, env, *argv) -> None:
         log = open(self.root / "log" / f"{argv[0]}-{len(self.processes)}.out", "wb")
-        self.processes.append(subprocess.Popen(list(argv), env=env, stdout=log, stderr=subprocess.STDOUT,
-                                               start_new_session=True))
+        process = subprocess.Popen(with_loopback_resolver(list(argv), self.root), env=env, stdout=log,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+        process.name = argv[0]
+        self.processes.append(process)
 
     def _wait(self, ready, timeout, what) -> None:
         deadline = time.monotonic() + timeout
         while not ready():
-            dead = [p.args[0] for p in self.processes if p.poll() is not None]
+            dead = [p.name for p in self.processes if p.poll() is not None]
             if dead or time.monotonic() > deadline:
                 logs = "".join(p.read_text(errors="replace")[-1500:] for p in (self.root / "log").glob("*"))
                 raise RuntimeError(f"no {what} ({'exited: ' + ', '.join(dead) if dead else 'timed out'}):\n{logs}")
@@ -268,16 +295,18 @@ class RayCluster:
     def _start(self, env, name, *argv) -> None:
         (self.root / "log").mkdir(exist_ok=True)
         log = open(self.root / "log" / f"ray-{name}.out", "wb")
-        self.processes.append(subprocess.Popen([ray_binary(), "start", "--block", *argv], env=env, stdout=log,
-                                               stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True))
+        process = subprocess.Popen(with_loopback_resolver([ray_binary(), "start", "--block", *argv], self.root),
+                                   env=env, stdout=log, stderr=subprocess.STDOUT, cwd=self.root, start_new_session=True)
+        process.name = name
+        self.processes.append(process)
 
     def _wait(self, ready, timeout, what) -> None:
         deadline = time.monotonic() + timeout
         while not ready():
-            dead = [p.args[2:4] for p in self.processes if p.poll() is not None]
+            dead = [p.name for p in self.processes if p.poll() is not None]
             if dead or time.monotonic() > deadline:
                 logs = "".join(p.read_text(errors="replace")[-2000:] for p in (self.root / "log").glob("*"))
-                raise RuntimeError(f"no {what} ({'exited' if dead else 'timed out'}):\n{logs}")
+                raise RuntimeError(f"no {what} ({'exited: ' + ', '.join(dead) if dead else 'timed out'}):\n{logs}")
             time.sleep(0.2)
 
     def get(self, path: str):

@@ -25,8 +25,9 @@ def _descendants(roots: list[int]) -> set[int]:
     return found
 
 
-def _socket_inodes(pids: set[int]) -> set[str]:
-    inodes = set()
+def _socket_inodes(pids: set[int]) -> dict[str, int]:
+    """Each socket's inode, with the process that holds it."""
+    inodes = {}
     for pid in pids:
         try:
             for fd in os.listdir(f"/proc/{pid}/fd"):
@@ -35,10 +36,18 @@ def _socket_inodes(pids: set[int]) -> set[str]:
                 except OSError:
                     continue
                 if target.startswith("socket:["):
-                    inodes.add(target[8:-1])
+                    inodes[target[8:-1]] = pid
         except OSError:
             continue
     return inodes
+
+
+def _command(pid: int) -> str:
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return f"pid {pid} (gone)"
+    return f"pid {pid}: " + " ".join(part.decode(errors="replace") for part in argv if part)[:200]
 
 
 def _address(hex_address: str) -> str:
@@ -108,5 +117,9 @@ class ConnectionWatch:
             return
         inodes = _socket_inodes(_descendants(list(self.roots())))
         for inode, remote, port, table in connected:
-            if inode in inodes:
-                (self.seen if _loopback(remote) else self.outside).add(f"{remote}:{port} ({table})")
+            if inode not in inodes:
+                continue
+            if _loopback(remote):
+                self.seen.add(f"{remote}:{port} ({table})")
+            else:  # named with its process, so that a failure says who left (a name lookup, most often)
+                self.outside.add(f"{remote}:{port} ({table}) from {_command(inodes[inode])}")
