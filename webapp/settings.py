@@ -70,6 +70,7 @@ MIDDLEWARE = [
     "webapp.accounts.middleware.TokenAuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "webapp.query_limit.QueryTimeLimitMiddleware",
 ]
 
 ROOT_URLCONF = "webapp.urls"
@@ -109,6 +110,9 @@ elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # planner overestimates rows (a table not analysed yet) it compiled a 1 ms read for 8 ms.
     DATABASES["default"].setdefault("OPTIONS", {})["options"] = "-c jit=off"
 
+# The web server's database statements have this time limit (webapp/query_limit.py); workers' have none.
+QUERY_TIMEOUT_SECONDS = float(os.environ.get("EVOLAB_QUERY_TIMEOUT_SECONDS", 30))
+
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and os.environ.get("EVOLAB_DB_POOL") == "1":
     # The web server (webapp/asgi.py sets EVOLAB_DB_POOL): Django's psycopg pool, so a request borrows an
     # open connection instead of opening one (several ms each on a busy host). Pooling needs CONN_MAX_AGE 0.
@@ -117,6 +121,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and os.envi
     # database restart ends every idle connection in the pool, and without the check each was handed to
     # a request (a 500) before the pool noticed (tests/e2e/test_database_outage.py).
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # PostgreSQL cancels any statement of the web server that runs past the limit (a query far costlier than
+    # the pages' goals, a lock held by a long migration), so no request holds a thread and a pooled connection
+    # for minutes; the request is answered 503 naming the limit (webapp/query_limit.py).
+    DATABASES["default"]["OPTIONS"]["options"] += f" -c statement_timeout={max(1, round(QUERY_TIMEOUT_SECONDS * 1000))}"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -217,6 +225,9 @@ EVOLAB_BASE_URL = os.environ.get("EVOLAB_BASE_URL", "http://127.0.0.1:" + os.env
 # tokens a run may generate (prompts_per_step × n_votes × max_completion_length × max_steps)
 TEAM_MAX_ACTIVE_RUNS = int(os.environ.get("EVOLAB_TEAM_MAX_ACTIVE_RUNS", 0))
 TEAM_MAX_RUN_SIZE = int(os.environ.get("EVOLAB_TEAM_MAX_RUN_SIZE", 0))
+# A text search reads the texts of at most this many rollouts its run's text index has not reached yet; those
+# past them are not searched, and the answer says how many (webapp/runs/text_search.py)
+TEXT_SEARCH_UNINDEXED_MAX = int(os.environ.get("EVOLAB_TEXT_SEARCH_UNINDEXED_MAX", 20_000))
 # /healthz answers from a check at most this old (webapp/runs/health.py)
 HEALTH_CHECK_SECONDS = float(os.environ.get("EVOLAB_HEALTH_CHECK_SECONDS", 5))
 WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("EVOLAB_WEBHOOK_RETRY_BASE_SECONDS", 10))

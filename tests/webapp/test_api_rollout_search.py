@@ -157,3 +157,31 @@ def test_a_bad_parameter_is_a_400_naming_it(api_client, run, params, field):
     assert response.status_code == 400 and response.json()["field"] == field
     value = next(iter(params.values()))
     assert repr(value) in response.json()["error"] or field == "limit" or len(value) > 1000
+
+
+def test_a_text_search_reads_a_bounded_number_of_unindexed_texts_and_says_how_many_it_did_not(api_client, run,
+                                                                                            settings, strategy):
+    from webapp.runs import text_search
+    from webapp.runs.models import Rollout
+
+    settings.TEXT_SEARCH_UNINDEXED_MAX = 10  # a supervisor restarted on a large run: the index far behind
+    by_id = list(Rollout.objects.filter(run=run).order_by("id").values_list("text", flat=True))
+    results, _ = every_page(api_client, run, q="boxed", limit=5)
+    assert sorted(r["text"] for r in results) == sorted(t for t in by_id[:10] if "boxed" in t)  # the 10 it read
+    body = search(api_client, run, q="boxed")
+    assert body["text_index"] == {"not_searched": 14, "exact": True}
+    text_search.catch_up(run.pk, limit=10)  # the next 10 read from their texts, the first from the index
+    assert search(api_client, run, q="boxed")["text_index"] == {"not_searched": 4, "exact": True}
+    assert sorted(r["text"] for r in every_page(api_client, run, q="boxed", limit=50)[0]) == sorted(
+        t for t in by_id[:20] if "boxed" in t)
+    text_search.catch_up_fully(run.pk)
+    assert search(api_client, run, q="boxed")["text_index"] == {"not_searched": 0, "exact": True}
+    assert "text_index" not in search(api_client, run, step_min=1)  # only a text search has a reach to tell
+
+
+def test_how_many_were_not_searched_is_counted_up_to_a_cap(api_client, run, settings, monkeypatch):
+    from webapp.runs import text_search
+
+    settings.TEXT_SEARCH_UNINDEXED_MAX = 4
+    monkeypatch.setattr(text_search, "UNREAD_COUNT_CAP", 5)
+    assert search(api_client, run, q="boxed")["text_index"] == {"not_searched": 5, "exact": False}

@@ -118,3 +118,15 @@ def test_csv_text_a_spreadsheet_would_run_as_a_formula_is_neutralised_and_number
 def test_csv_metric_names_are_neutralised_too():
     cells = list(csv.reader(io.StringIO("".join(exports._csv(["name", "value"], [[("=cmd|' /C calc'!A0", -1.0)]])))))
     assert cells[1] == ["'=cmd|' /C calc'!A0", "-1.0"]
+
+
+def test_a_text_search_export_waits_for_an_index_too_far_behind_to_hold_every_match(api_client, run, settings):
+    from webapp.runs import text_search
+
+    settings.TEXT_SEARCH_UNINDEXED_MAX = 10
+    response = api_client.get(f"/api/runs/{run.pk}/rollouts/export", {"format": "jsonl", "q": "boxed"})
+    assert response.status_code == 400 and response.json()["field"] == "q"
+    assert "14 rollouts past the 10 unindexed ones a search reads were not searched" in response.json()["error"]
+    text_search.catch_up(run.pk, limit=14)
+    _, body = export(api_client, run, format="jsonl", q="boxed")
+    assert len(body.decode().splitlines()) == len(searched(api_client, run, q="boxed")) > 0

@@ -37,3 +37,14 @@ def test_a_bad_filter_is_a_400_naming_it_with_the_form_kept(signed_in, searched_
 def test_no_match_says_so(signed_in, searched_run):
     page = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/", {"q": "zebra"})
     assert page.status_code == 200 and 'id="no-results"' in page.content.decode()
+
+
+def test_a_text_search_says_when_the_index_is_too_far_behind_to_read_every_text(signed_in, searched_run, settings):
+    from webapp.runs import text_search
+
+    settings.TEXT_SEARCH_UNINDEXED_MAX = 10
+    html = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/", {"q": "multiply"}).content.decode()
+    assert 'id="text-index-behind"' in html and "14 of its newest rollouts were not searched" in html
+    text_search.catch_up_fully(searched_run.pk)
+    html = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/", {"q": "multiply"}).content.decode()
+    assert 'id="text-index-behind"' not in html

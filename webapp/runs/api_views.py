@@ -206,7 +206,10 @@ def run_rollout_search(request, run_id):
         page = search(run_id, request.GET)
     except SearchError as exc:
         return error(str(exc), field=exc.field)
-    return JsonResponse({"run": run_id, "results": page.results, "next_cursor": page.next_cursor})
+    body = {"run": run_id, "results": page.results, "next_cursor": page.next_cursor}
+    if page.text_not_searched is not None:
+        body["text_index"] = page.text_index_json()
+    return JsonResponse(body)
 
 
 @api_view(["GET"])

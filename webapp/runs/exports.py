@@ -19,6 +19,7 @@ import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from django.conf import settings
 
 from . import series
 from .models import MetricSeries
@@ -77,17 +78,30 @@ EXPORT_PAGE, FIRST_EXPORT_PAGE = 1000, 100
 def rollout_pages(run_id: int, params: dict):
     """Every rollout the search `params` match, a keyset page of EXPORT_PAGE at a time (search.py), in
     the search's order: the export holds exactly what paging through the search would show."""
-    from .search import search
+    from .search import SearchError, search
 
     # a short first page: the download starts as soon as its first rows are read
     params = {**params, "limit": FIRST_EXPORT_PAGE, "cursor": None}
+    first = True
     while True:
         page = search(run_id, params)
+        if first and page.text_not_searched:
+            # a search page can say what it did not read; a file cannot, and must hold every match
+            raise SearchError("q", f"the run's text index is behind: {_behind(page)} rollouts past the "
+                                   f"{settings.TEXT_SEARCH_UNINDEXED_MAX:,} unindexed ones a search reads were not "
+                                   "searched, and an export must hold every match: export once the index has caught "
+                                   "up (the search page shows the matches among the rollouts it reached now)")
+        first = False
         if page.results:
             yield page.results
         if page.next_cursor is None:
             return
         params.update(cursor=page.next_cursor, limit=EXPORT_PAGE)
+
+
+def _behind(page) -> str:
+    reach = page.text_index_json()
+    return f"{reach['not_searched']:,}" if reach["exact"] else f"more than {reach['not_searched']:,}"
 
 
 def rollouts_jsonl(pages):

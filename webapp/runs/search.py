@@ -63,6 +63,15 @@ class SearchError(ValueError):
 class Page:
     results: list[dict]
     next_cursor: str | None
+    # a text search only: rollouts whose text the search could not read (text_search.matching), None otherwise
+    text_not_searched: int | None = None
+
+    def text_index_json(self) -> dict | None:
+        """What the API says of a text search's reach: {"not_searched": N, "exact": bool}, None without `q`."""
+        if self.text_not_searched is None:
+            return None
+        capped = self.text_not_searched > text_search.UNREAD_COUNT_CAP
+        return {"not_searched": min(self.text_not_searched, text_search.UNREAD_COUNT_CAP), "exact": not capped}
 
 
 def search(run_id: int, params) -> Page:
@@ -82,9 +91,11 @@ def search(run_id: int, params) -> Page:
     if prompt_text:
         rows = rows.filter(group__prompt_id__in=_prompts_saying(run_id, prompt_text))
     q = (params.get("q") or "").strip()
+    not_searched = None
     if q:
         _words("q", q)
-        rows = rows.filter(text_search.matching(run_id, q, limit + 1))
+        condition, not_searched = text_search.matching(run_id, q, limit + 1)
+        rows = rows.filter(condition)
     if field in INDEXED_ORDERS:
         key = F(field)
     else:
@@ -116,7 +127,7 @@ def search(run_id: int, params) -> Page:
         last = found[-1]
         next_cursor = _encode(getattr(last, field) if field in INDEXED_ORDERS else last.sort_key, last.pk)
     return Page(results=[{"step": r.step, "prompt_id": r.prompt_id, **r.to_json()} for r in found],
-                next_cursor=next_cursor)
+                next_cursor=next_cursor, text_not_searched=not_searched)
 
 
 def _few_steps(run_id: int, low: int | None, high: int | None) -> bool:

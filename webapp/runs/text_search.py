@@ -16,6 +16,7 @@ that looks like an HTML tag and reads "+3.14" or "e-mail" as words of their own)
 import functools
 import re
 
+from django.conf import settings
 from django.db import connection, transaction
 from django.db.models import BooleanField
 from django.db.models.expressions import RawSQL
@@ -28,6 +29,7 @@ TABLE, ROLLOUTS, MARKS = RolloutText._meta.db_table, Rollout._meta.db_table, Tex
 # rollout in a hundred, so a page of 50 is full after about 5,000 checks)
 COMMON_PER_ROW = 100
 BATCH = 2000  # rollouts indexed per transaction: four steps at the papers' 8 x 64, under 1 s of work here
+UNREAD_COUNT_CAP = 100_000  # rollouts not searched are counted up to this many
 WORD = re.compile(r"[^\W_]+")  # a word as SQLite's unicode61 tokenizer cuts them
 
 
@@ -86,9 +88,12 @@ def catch_up_fully(run_id: int) -> int:
     return total
 
 
-def matching(run_id: int, q: str, limit: int) -> RawSQL:
-    """A condition on the run's rollouts: their text has every word of q. Up to the run's mark it reads
-    the index, after it the texts themselves.
+def matching(run_id: int, q: str, limit: int) -> tuple[RawSQL, int]:
+    """A condition on the run's rollouts: their text has every word of q; and how many of the run's rollouts it
+    cannot see (UNREAD_COUNT_CAP + 1 standing for more than the cap). Up to the run's mark it reads the index, after it the texts themselves, but no more than
+    settings.TEXT_SEARCH_UNINDEXED_MAX of them: an index far behind (a supervisor restarted on a large run, a run
+    stored before the index) would have a search read every unindexed text, minutes on a server thread at a
+    million rollouts. The rollouts past those are not searched, and the count says so.
 
     Two ways to use the index, chosen by how many rollouts hold the words (counted up to a cap): a rare
     query collects its matches first and the page is sorted from them (cost: the matches); a common
@@ -97,13 +102,26 @@ def matching(run_id: int, q: str, limit: int) -> RawSQL:
     only ever considers the first, which took 0.7 s for a word in every text of 100,000 rollouts."""
     found = bulk.fetch(f"SELECT through FROM {MARKS} WHERE run_id = %s", [run_id])
     through = found[0][0] if found else 0
+    # the first rollout past the unindexed ones read (an index walk of that many ids), and how many follow it
+    stop = bulk.fetch(f"SELECT id FROM {ROLLOUTS} WHERE run_id = %s AND id > %s ORDER BY id OFFSET %s LIMIT 1",
+                      [run_id, through, settings.TEXT_SEARCH_UNINDEXED_MAX])
+    stop = stop[0][0] if stop else None
+    unread = 0
+    if stop is not None:  # counted up to a cap, which bounds the count's own cost
+        unread = bulk.fetch(f"SELECT count(*) FROM (SELECT 1 FROM {ROLLOUTS} WHERE run_id = %s AND id >= %s "
+                            f"LIMIT %s) unread", [run_id, stop, UNREAD_COUNT_CAP + 1])[0][0]
+    before_stop = f" AND {ROLLOUTS}.id < {int(stop)}" if stop is not None else ""
+    return _condition(run_id, q, limit, through, before_stop), unread
+
+
+def _condition(run_id: int, q: str, limit: int, through: int, before_stop: str) -> RawSQL:
     terms = words(q)
     if connection.vendor == "postgresql":
         query = " & ".join(f"'{term}'" for term in terms)  # letters and digits only: nothing to escape
         cap = COMMON_PER_ROW * limit
         ((count,),) = bulk.fetch(f"SELECT count(*) FROM (SELECT 1 FROM {TABLE} WHERE document @@ %s::tsquery "
                                  f"AND run_id = %s LIMIT %s) matches", [query, run_id, cap])
-        tail = f"{ROLLOUTS}.id > %s AND {document_of(f'{ROLLOUTS}.text')} @@ %s::tsquery"
+        tail = f"{ROLLOUTS}.id > %s{before_stop} AND {document_of(f'{ROLLOUTS}.text')} @@ %s::tsquery"
         if count >= cap:
             # OFFSET 0 keeps the EXISTS a per-row check: without it the planner turns it into the join
             return RawSQL(f"(EXISTS (SELECT 1 FROM {TABLE} t WHERE t.rollout_id = {ROLLOUTS}.id "
@@ -116,7 +134,8 @@ def matching(run_id: int, q: str, limit: int) -> RawSQL:
     # after the mark, the same rule in Python (add_sqlite_functions): SQLite cannot run FTS5's tokenizer
     # on a column
     return RawSQL(f"({ROLLOUTS}.id IN (SELECT CAST(rollout_id AS integer) FROM {TABLE} WHERE {TABLE} MATCH %s "
-                  f"AND run_id = %s AND rollout_id <= %s) OR ({ROLLOUTS}.id > %s AND evolab_has_words({ROLLOUTS}.text, %s)))",
+                  f"AND run_id = %s AND rollout_id <= %s) OR ({ROLLOUTS}.id > %s{before_stop} "
+                  f"AND evolab_has_words({ROLLOUTS}.text, %s)))",
                   [fts, run_id, through, through, q], output_field=BooleanField())
 
 

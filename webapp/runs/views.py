@@ -157,6 +157,7 @@ def rollout_search_page(request, pk):
     next_url = urlencode({**params, "cursor": found.next_cursor}) if found.next_cursor else None
     return render(request, "runs/rollout_search.html", {
         **context, "results": found.results, "extra_keys": extra_keys, "next_url": next_url,
+        "text_index": found.text_index_json(),
         "first_url": urlencode({k: v for k, v in params.items() if k != "cursor"}) if "cursor" in params else None})
 
 
