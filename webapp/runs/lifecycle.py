@@ -15,6 +15,7 @@ with resume, at most RUN_AUTO_RESUMES times, then fails it; a cancel request on 
 gone (rl/train.py) and is killed by the next supervisor of the run before it starts another
 (workers/supervisor.py, the run's lock)."""
 import logging
+from collections import Counter
 from datetime import timedelta
 
 from django.conf import settings
@@ -75,22 +76,42 @@ def dispatch(run: Run) -> None:
 
 def claim(run_id: int, owner: str = "", state: str = Run.RUNNING) -> Run | None:
     """Move a queued run to `state` (running; pending for a worker that hands runs to a cluster engine,
-    until the engine starts the job) under `owner`'s lease. Only one supervisor can win, so a task
-    delivered twice (a broker redelivery, a re-sent message, a double click) never starts two trainers.
-    A cancelled run that has an engine's job is claimed too: its supervisor stops the job."""
-    with transaction.atomic():
-        now = timezone.now()
-        claimed = Run.objects.filter(Q(cancel_requested=False) | ~Q(engine_job_id=""), pk=run_id,
-                                     state=Run.QUEUED).update(
-            state=state, started_at=now, finished_at=None, exit_code=None, message="",
-            supervisor=owner, heartbeat_at=now,
-        )
-        if claimed:
-            announce(run_id)
-    if not claimed:
-        end_cancelled_before_start(run_id)
+    until the engine starts the job) under `owner`'s lease, and return it. Only one supervisor can win a run,
+    so a task delivered twice (a broker redelivery, a re-sent message, a double click) never starts two
+    trainers. A cancelled run that has an engine's job is claimed too: its supervisor stops the job.
+
+    Teams take turns: the task names a run, but the worker takes the queued run of the same queue that comes
+    first in `turn_order`, the named one when no other team is waiting with fewer runs in training. Each queued
+    run has a task on its way, so every run is still taken once; one team's fifty queued runs no longer keep
+    another team's one waiting behind them all."""
+    if end_cancelled_before_start(run_id):
         return None
-    return Run.objects.select_related("prompt_set", "eval_prompt_set").get(pk=run_id)
+    for candidate in turn_order(run_id):
+        with transaction.atomic():
+            now = timezone.now()
+            claimed = Run.objects.filter(CLAIMABLE, pk=candidate, state=Run.QUEUED).update(
+                state=state, started_at=now, finished_at=None, exit_code=None, message="",
+                supervisor=owner, heartbeat_at=now,
+            )
+            if claimed:
+                announce(candidate)
+        if claimed:  # another worker may have taken it first: then the next in turn
+            return Run.objects.select_related("prompt_set", "eval_prompt_set").get(pk=candidate)
+    return None
+
+
+CLAIMABLE = Q(cancel_requested=False) | ~Q(engine_job_id="")
+
+
+def turn_order(run_id: int) -> list[int]:
+    """The queued runs of `run_id`'s queue in the order a free worker should take them: teams with fewer runs in
+    training on that queue first, then the oldest run; `run_id` alone when it is not queued there."""
+    queue = Run.objects.filter(pk=run_id).values_list("queue", flat=True).first()
+    if queue is None:
+        return [run_id]
+    waiting = Run.objects.filter(CLAIMABLE, state=Run.QUEUED, queue=queue).values_list("pk", "team_id", "created_at")
+    training = Counter(Run.objects.filter(state__in=Run.SUPERVISED, queue=queue).values_list("team_id", flat=True))
+    return [pk for pk, team, created in sorted(waiting, key=lambda r: (training[r[1]], r[2], r[0]))] or [run_id]
 
 
 def end_cancelled_before_start(run_id: int) -> bool:
