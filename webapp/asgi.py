@@ -26,7 +26,9 @@ body_limit.install(settings.REQUEST_BODY_MAX_BYTES)
 # when its client goes away). WebSockets stay on Channels.
 # Threads serving HTTP at once; each holds one database connection from the pool (max 20) while it works.
 HTTP_THREADS = int(os.environ.get("EVOLAB_HTTP_THREADS", 8))
-django_http_app = WSGIBridge(get_wsgi_application(), workers=HTTP_THREADS)
+# Downloads (the exports) have threads of their own, so stalled ones cannot take the pages' (http_bridge.py)
+DOWNLOAD_THREADS = int(os.environ.get("EVOLAB_HTTP_DOWNLOAD_THREADS", 4))
+django_http_app = WSGIBridge(get_wsgi_application(), workers=HTTP_THREADS, download_workers=DOWNLOAD_THREADS)
 settings.DATABASES  # read now, while the flag is set
 if _we_set_the_pool_flag:
     del os.environ["EVOLAB_DB_POOL"]

@@ -21,6 +21,7 @@ import asyncio
 import concurrent.futures
 import functools
 import os
+import re
 import threading
 
 from a2wsgi.wsgi import WSGIMiddleware, WSGIResponder
@@ -124,15 +125,27 @@ class _SocketFlow:
             self.request.unregisterProducer()
 
 
-class WSGIBridge(WSGIMiddleware):
-    """a2wsgi's WSGIMiddleware with _Responder for HTTP."""
+# The downloads (webapp/runs/api_views.py's exports): the responses that stream for as long as their client reads
+EXPORT_PATH = re.compile(r"/api/runs/[^/]+/(?:metrics|rollouts)/export/?")
 
-    def __init__(self, app, workers: int = 10, send_queue_size: int = 2):
+
+class WSGIBridge(WSGIMiddleware):
+    """a2wsgi's WSGIMiddleware with _Responder for HTTP. Downloads run on threads of their own: a download whose
+    client reads slowly or not at all holds its thread until it reads (or STALL_SECONDS cut it), and on the pages'
+    threads eight stalled downloads held all eight while every other request waited behind them. Downloads past
+    `download_workers` at once wait for one of theirs."""
+
+    def __init__(self, app, workers: int = 10, send_queue_size: int = 2, download_workers: int = 4,
+                 is_download=EXPORT_PATH.fullmatch):
         # A chunk handed over waits whole in the queue behind a slow client: two keep the socket busy,
         # a2wsgi's default of 10 held 20 MB of an export when its chunks were pages of ~2 MB.
         super().__init__(app, workers=workers, send_queue_size=send_queue_size)
+        self.download_executor = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="download",
+                                                                       max_workers=download_workers)
+        self.is_download = is_download
 
     async def __call__(self, scope, receive, send):
         if scope["type"] == "http":
-            return await _Responder(self.app, self.executor, self.send_queue_size)(scope, receive, send)
+            executor = self.download_executor if self.is_download(scope["path"]) else self.executor
+            return await _Responder(self.app, executor, self.send_queue_size)(scope, receive, send)
         return await super().__call__(scope, receive, send)

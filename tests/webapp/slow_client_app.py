@@ -1,6 +1,6 @@
 """An ASGI app for tests/webapp/test_slow_clients.py, served by a real daphne: webapp/http_bridge.py's
 WSGIBridge around a WSGI app that streams a large body and reports, on another path, how much of it
-it has produced and whether the response was closed."""
+it has produced and whether the response was closed. /download runs on the bridge's download threads."""
 import json
 import threading
 
@@ -34,4 +34,4 @@ def app(environ, start_response):
     return body()
 
 
-application = WSGIBridge(app, workers=2)
+application = WSGIBridge(app, workers=2, download_workers=2, is_download=lambda path: path == "/download")

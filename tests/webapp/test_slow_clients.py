@@ -93,7 +93,7 @@ def test_a_client_that_reads_slowly_is_sent_only_what_it_reads(server):
 
 def test_a_client_that_stops_reading_is_disconnected_and_frees_its_thread(server):
     closed = server_state(server)["closed"]
-    downloads = [open_download(server) for _ in range(2)]  # as many as the server has threads
+    downloads = [open_download(server) for _ in range(2)]  # as many as the server has download threads
     deadline = time.monotonic() + STALL_SECONDS + 15
     while server_state(server)["closed"] < closed + 2:
         assert time.monotonic() < deadline, "a stalled download kept its thread"
@@ -118,3 +118,17 @@ def test_a_client_that_goes_away_mid_download_stops_the_response_at_once(server)
         time.sleep(0.1)
     produced = server_state(server)["produced"] - state["produced"]
     assert produced < 24 * 2**20, f"{produced / 2**20:.0f} MiB produced for a client that left"
+
+
+def test_stalled_downloads_leave_the_other_requests_their_threads(server):
+    closed = server_state(server)["closed"]
+    stalled = [open_download(server)[0] for _ in range(2)]  # every download thread held by a client not reading
+    started = time.monotonic()
+    server_state(server)  # another request: before, it waited for a stalled download to be cut (the stall limit)
+    assert time.monotonic() - started < 1.5
+    deadline = time.monotonic() + STALL_SECONDS + 15
+    while server_state(server)["closed"] < closed + 2:  # then the stall limit frees them as before
+        assert time.monotonic() < deadline, "a stalled download kept its thread"
+        time.sleep(0.2)
+    for download in stalled:
+        download.close()
