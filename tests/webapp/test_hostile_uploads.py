@@ -105,3 +105,63 @@ def test_only_the_columns_a_prompt_set_uses_are_read_from_parquet():
     table = pa.table({"prompt": ["1 + 1", "2 + 2"], "answer": ["2", "4"], "junk": ["x" * 8_000_000] * 2})
     parsed = parsing.parse_prompt_file("with-junk.parquet", parquet(table, compression="zstd"), max_bytes=1_000_000)
     assert [(r.prompt, r.label) for r in parsed.rows] == [("1 + 1", "2"), ("2 + 2", "4")]
+
+
+DICTIONARY_BOMB = """
+import io, resource, sys
+import pyarrow as pa, pyarrow.parquet as pq
+from webapp.prompts.parsing import PromptFileError, parse_prompt_file
+
+# 64 rows of one 4 MiB value, held once by the file's dictionary page: a few kilobytes
+column = pa.DictionaryArray.from_arrays(pa.array([0] * 64, pa.int32()), pa.array(["x" * (4 * 2**20)]))
+out = io.BytesIO()
+pq.write_table(pa.table({"prompt": column}), out, compression="zstd", store_schema=False)
+data = out.getvalue()
+del column
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    parse_prompt_file("bomb.parquet", data, max_bytes=20 * 2**20)
+except PromptFileError as exc:
+    print(exc)
+print(len(data), (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+
+
+def test_a_value_repeated_by_a_parquet_dictionary_is_measured_before_it_is_expanded():
+    import subprocess
+    import sys
+
+    from django.conf import settings
+
+    # in a process of its own, so its peak memory is the parse's: read dense, the first batch alone was 256 MiB
+    done = subprocess.run([sys.executable, "-c", DICTIONARY_BOMB], cwd=settings.BASE_DIR, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    message, sizes = done.stdout.strip().splitlines()
+    file_bytes, grown_mb = map(int, sizes.split())
+    assert file_bytes < 10_000
+    assert message == ("the Parquet file decodes to more than 209,715,200 bytes by row 51; at most 10 times the "
+                       "upload limit is read")
+    assert grown_mb < 64, f"the parse grew the process by {grown_mb} MB"
+
+
+def test_rows_are_measured_through_dictionaries_lists_and_structs_as_they_decode():
+    verl = pa.table({
+        "prompt": pa.array([[{"role": "user", "content": "abc"}], [], None,
+                            [{"role": "system", "content": None}, {"role": "user", "content": "hello"}]]),
+        "reward_model": pa.array([{"ground_truth": "12"}, {"ground_truth": None}, None, {"ground_truth": "7"}]),
+        "answer": pa.array(["x", None, "yy", "zzz"]).dictionary_encode(),
+    })
+    measured = sum(parsing._row_sizes(column) for column in verl.columns)
+
+    def decoded(value):
+        if isinstance(value, str):
+            return len(value)
+        if isinstance(value, dict):
+            return sum(decoded(v) for v in value.values())
+        if isinstance(value, list):
+            return sum(decoded(v) for v in value)
+        return 0
+
+    expected = [decoded(row) for row in verl.to_pylist()]
+    assert list(measured) == expected == [4 + 3 + 2 + 1, 0, 2, 6 + 4 + 5 + 1 + 3]
