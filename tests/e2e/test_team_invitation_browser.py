@@ -32,7 +32,7 @@ def test_an_admin_invites_and_the_person_joins_in_the_browser(live_stack, live_u
     assert not Membership.objects.filter(user=newcomer).exists()
     page.click("#join button[type=submit]")
     page.wait_for_url(live_stack.url + f"/teams/{team.pk}/")
-    assert page.is_visible(f'#members tr[data-username="newcomer-<i>"]')
+    assert page.is_visible('#members tr[data-username="newcomer-<i>"]')
     assert Membership.objects.get(user=newcomer, team=team).role == "viewer"
     page.goto(link)  # spent
     assert "not valid" in page.inner_text("#join")
