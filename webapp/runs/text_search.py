@@ -103,7 +103,7 @@ def matching(run_id: int, q: str, limit: int) -> tuple[RawSQL, int]:
     found = bulk.fetch(f"SELECT through FROM {MARKS} WHERE run_id = %s", [run_id])
     through = found[0][0] if found else 0
     # the first rollout past the unindexed ones read (an index walk of that many ids), and how many follow it
-    stop = bulk.fetch(f"SELECT id FROM {ROLLOUTS} WHERE run_id = %s AND id > %s ORDER BY id OFFSET %s LIMIT 1",
+    stop = bulk.fetch(f"SELECT id FROM {ROLLOUTS} WHERE run_id = %s AND id > %s ORDER BY id LIMIT 1 OFFSET %s",
                       [run_id, through, settings.TEXT_SEARCH_UNINDEXED_MAX])
     stop = stop[0][0] if stop else None
     unread = 0
