@@ -42,8 +42,9 @@ def test_the_compose_file_gives_the_web_its_own_image_and_volume_and_the_workers
     services = yaml.safe_load((ROOT / "docker" / "compose.yaml").read_text())["services"]
     assert services["web"]["build"]["dockerfile"] == "docker/Dockerfile.web"
     assert services["web"]["volumes"] == ["webdata:/data"]
-    for worker in ("worker-cpu", "worker-alerts", "worker-gpu"):
-        assert services[worker]["volumes"] == ["rundata:/data"]
+    assert services["worker-alerts"]["volumes"] == ["rundata:/data"]
+    for worker in ("worker-cpu", "worker-gpu"):  # the training workers also read the model folders runs name
+        assert services[worker]["volumes"] == ["rundata:/data", "models:/models:ro"]
     assert "--beat" in services["worker-alerts"]["command"]
 
 
