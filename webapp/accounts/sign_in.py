@@ -56,11 +56,6 @@ def _keys(username: str, address: str) -> list[tuple[str, int]]:
             (f"login-failures:{address}", settings.LOGIN_MAX_FAILURES_PER_ADDRESS)]
 
 
-def failures(username: str, address: str) -> int:
-    """Failed attempts for this (normalised) username from this address in the current window."""
-    return int(caches["throttle"].get(_keys(username, address)[0][0]) or 0)
-
-
 def seconds_refused(username: str, address: str) -> int:
     """How long sign-in stays refused for this username from this address (0: not refused)."""
     try:
