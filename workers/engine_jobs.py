@@ -43,7 +43,7 @@ def supervise_job(run: Run, owner: str, engine: Engine) -> str | None:
         lifecycle.finish(run, Run.FAILED, f"{engine.title} would not take the run: {exc}", None, "", owner=owner)
         return Run.FAILED
     except ModelNameError as exc:  # found before anything is submitted
-        lifecycle.finish(run, Run.FAILED, str(exc), None, "", owner=owner)
+        lifecycle.finish(run, Run.FAILED, exc.run_message, None, "", owner=owner)
         return Run.FAILED
     if job is None:
         lifecycle.finish(run, Run.CANCELLED, f"cancelled; its {engine.title} job had ended", None, "", owner=owner)

@@ -106,7 +106,7 @@ def supervise(run_id: int) -> str | None:
         config_path = prepare_run_dir(run)
     except ModelNameError as exc:
         lock.close()
-        lifecycle.finish(run, Run.FAILED, str(exc), None, "", owner=owner)
+        lifecycle.finish(run, Run.FAILED, exc.run_message, None, "", owner=owner)
         return Run.FAILED
     stdout_path, stderr_path = run.run_dir / "stdout.log", run.run_dir / "stderr.log"
     # the trainer stops itself if this process dies (rl/train.py::stop_when_supervisor_is_gone)

@@ -146,7 +146,7 @@ def test_a_trainer_that_refuses_its_config_fails_the_job_and_the_run_with_its_wo
 def test_a_model_name_with_no_folder_fails_the_run_before_a_job_is_submitted(slurm, slurm_cluster, live_user):
     run_id = launch_small_run(slurm, live_user, "slurm-no-model", max_steps=2, model="Qwen/Qwen3-70B", gpus=0)
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=60)
-    assert run["state"] == "failed" and run["message"] == str(ModelNameError("Qwen/Qwen3-70B", "model"))
+    assert run["state"] == "failed" and run["message"] == ModelNameError("Qwen/Qwen3-70B", "model").run_message
     assert not run["engine"]["job_id"]
     assert not slurm_cluster.run("squeue", "--noheader", "--name", f"evolab-run-{run_id}-1").stdout.strip()
 

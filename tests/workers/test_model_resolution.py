@@ -63,6 +63,6 @@ def test_a_name_with_no_folder_fails_the_run_with_the_webs_sentence_before_anyth
     run = make_run(user, **{field: value})
     assert supervise(run.pk) == Run.FAILED
     run.refresh_from_db()
-    assert run.message == str(ModelNameError(value, field))
+    assert run.message == ModelNameError(value, field).run_message == f"{field}: {ModelNameError(value, field)}"
     assert not (run.run_dir / "config.json").exists() and not (run.run_dir / "prompts.jsonl").exists()
     assert not (run.run_dir / "stderr.log").exists()  # no trainer was started

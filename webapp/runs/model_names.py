@@ -34,9 +34,14 @@ class ModelNameError(ValueError):
     def __init__(self, value: str, field: str):
         default = '"default" (the shipped policy), ' if field == "model" else "nothing (the shipped MiniLM), "
         checkpoint = ", or run:<id> for the last checkpoint of a run you can see" if field == "model" else ""
-        super().__init__(f"{field}: {value!r} is not a model this Evolab offers: use {default}the name of a folder "
-                         f"under its model roots (EVOLAB_MODEL_ROOTS){checkpoint}")
+        super().__init__(f"{value!r} is not a model this Evolab offers: use {default}the name of a folder under its "
+                         f"model roots (EVOLAB_MODEL_ROOTS){checkpoint}")
         self.field = field
+
+    @property
+    def run_message(self) -> str:
+        """As a failed run says it: the field first, as the form and the API give it beside the sentence."""
+        return f"{self.field}: {self}"
 
 
 def check(user, value: str, field: str) -> str:
