@@ -169,9 +169,9 @@ class Invitation(models.Model):
         """(the invitation, whether `user` joined): spends the invitation and makes `user` a member with its role.
         A user already in the team keeps their role and the invitation stays unspent, for its intended person."""
         with transaction.atomic():
-            invitation = cls.usable(key)
-            invitation = cls.objects.select_for_update().get(pk=invitation.pk)  # two accepts at once: one wins
-            if invitation.accepted_at or invitation.revoked_at:
+            # locked while read: of two accepts at once, the second finds it spent
+            invitation = cls.pending().select_for_update().filter(digest=_digest(key or "")).first()
+            if invitation is None:
                 raise InvitationError(cls.UNUSABLE)
             if Membership.objects.filter(team=invitation.team, user=user).exists():
                 return invitation, False

@@ -159,13 +159,13 @@ def join(request, key):
     """An invitation link: the signed-in user sees the team and role, and joins by confirming (a POST, so a link
     that is only opened, by a mail scanner say, spends nothing)."""
     try:
-        invitation = Invitation.usable(key)
         if request.method == "POST":
             invitation, joined = Invitation.accept(key, request.user)
             messages.success(request, f"you joined {invitation.team.name} as {invitation.role}" if joined else
                              f"you are already in {invitation.team.name}; your role there is unchanged")
             switch_team(request, invitation.team)
             return redirect("teams:detail", pk=invitation.team.pk)
+        invitation = Invitation.usable(key)
     except InvitationError as exc:
         return render(request, "teams/join.html", {"error": str(exc)}, status=404)
     return render(request, "teams/join.html", {

@@ -2,8 +2,6 @@
 import json
 import math
 
-import numpy as np
-
 from django.db.models import Max
 
 from rl.methods import METHODS, metric_prefixes
@@ -74,40 +72,12 @@ def metric_series_of_runs(run_ids: list[int], names: list[str] | None = None, si
 
 
 def downsample(points: dict, max_points: int) -> dict:
-    """At most max_points points of a series in step order (keep_indices: the lowest and the
+    """At most max_points points of a series in step order (series.keep_indices: the lowest and the
     highest value of each bucket of consecutive steps, so a one-step spike survives any thinning)."""
-    keep = keep_indices(series.floats(points["values"]), max_points)
+    keep = series.keep_indices(series.floats(points["values"]), max_points)
     if keep is None:
         return points
     return {key: [column[i] for i in keep] for key, column in points.items()}
-
-
-def keep_indices(values: np.ndarray, max_points: int) -> list[int] | None:
-    """Which points of a series (values in step order, NaN where missing) a thinning to max_points
-    keeps, or None when it has no more than max_points. The points are cut into max_points // 2
-    buckets of consecutive steps and each keeps its lowest and its highest value (the first of
-    equal ones); missing values never win a bucket unless the whole bucket is missing, which then
-    keeps its first point."""
-    n = len(values)
-    if n <= max_points:
-        return None
-    buckets = max(1, max_points // 2)
-    size = math.ceil(n / buckets)
-    rows = math.ceil(n / size)
-    padded = np.full(rows * size, np.nan)
-    padded[:n] = values
-    grid = padded.reshape(rows, size)
-    missing = np.isnan(grid)
-    low = np.argmin(np.where(missing, np.inf, grid), axis=1)
-    high = np.argmax(np.where(missing, -np.inf, grid), axis=1)
-    keep = []
-    for row in range(rows):
-        start = row * size
-        if missing[row].all():
-            keep.append(start)
-        else:
-            keep.extend(sorted({start + int(low[row]), start + int(high[row])}))
-    return keep
 
 
 def latest_similarity_groups(run: Run) -> dict:

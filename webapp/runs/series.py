@@ -15,6 +15,7 @@ the run has moved on. Ingestion of one run is serialised by its run row lock, so
 """
 import bisect
 import json
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -251,12 +252,38 @@ def read(run_ids: list[int], names: list[str] | None = None, since_step: int | N
     return result
 
 
+def keep_indices(values: np.ndarray, max_points: int) -> list[int] | None:
+    """Which points of a series (values in step order, NaN where missing) a thinning to max_points
+    keeps, or None when it has no more than max_points. The points are cut into max_points // 2
+    buckets of consecutive steps and each keeps its lowest and its highest value (the first of
+    equal ones); missing values never win a bucket unless the whole bucket is missing, which then
+    keeps its first point."""
+    n = len(values)
+    if n <= max_points:
+        return None
+    buckets = max(1, max_points // 2)
+    size = math.ceil(n / buckets)
+    rows = math.ceil(n / size)
+    padded = np.full(rows * size, np.nan)
+    padded[:n] = values
+    grid = padded.reshape(rows, size)
+    missing = np.isnan(grid)
+    low = np.argmin(np.where(missing, np.inf, grid), axis=1)
+    high = np.argmax(np.where(missing, -np.inf, grid), axis=1)
+    keep = []
+    for row in range(rows):
+        start = row * size
+        if missing[row].all():
+            keep.append(start)
+        else:
+            keep.extend(sorted({start + int(low[row]), start + int(high[row])}))
+    return keep
+
+
 def overview(run_id: int, max_points: int) -> tuple[dict, list[str]]:
     """({name: {steps, values, times}}, names thinned) of every metric series of the run, each thinned
-    to at most max_points (min and max per bucket, webapp.runs.queries.downsample's rule) from the
+    to at most max_points (min and max per bucket, keep_indices, the rule webapp.runs.queries.downsample thins by too) from the
     chunks' packed arrays: no JSON is parsed, so a 10,000-step run's 30 series open in milliseconds."""
-    from .queries import keep_indices  # the thinning rule lives with downsample
-
     rows = list(MetricSeries.objects.filter(run_id=run_id).values_list("id", "clock", "name"))
     arrays: dict[int, list] = {pk: [] for pk, _, _ in rows}
     for series_id, packed in (MetricChunk.objects.filter(series__run_id=run_id).order_by("series_id", "first_step")
