@@ -125,10 +125,10 @@ def django_setup(database_url: str):
     return user, prompt_set, ApiToken.issue(user)
 
 
-def new_run(user, prompt_set, name: str):
+def new_run(user, prompt_set, name: str, method: str = "ttrl"):
     from webapp.runs.models import Run
 
-    return Run.objects.create(name=name, method="ttrl", prompt_set=prompt_set, max_steps=10**6, created_by=user,
+    return Run.objects.create(name=name, method=method, prompt_set=prompt_set, max_steps=10**6, created_by=user,
                               state=Run.RUNNING, hyperparameters={"max_completion_length": 4096})
 
 
@@ -154,10 +154,16 @@ class Log:
     def groups(self, step: int, pool: list[str], prompts: int = 8, g: int = 64) -> list[dict]:
         out = []
         for p in range(prompts):
-            rollouts = [{"index": i, "text": pool[(step * prompts * g + p * g + i) % len(pool)], "answer": str(i % 3),
-                         "valid": True, "in_majority": i % 3 == 0, "reward": float(i % 3 == 0),
+            first = step * prompts * g + p * g
+            # rewards 0/1 but for one rollout in 1,000 at 0.25 (a rare reward range to filter on); EVOL-RL's
+            # novelty and mean similarity as extras
+            rollouts = [{"index": i, "text": pool[(first + i) % len(pool)], "answer": str(i % 3),
+                         "valid": True, "in_majority": i % 3 == 0,
+                         "reward": 0.25 if (first + i) % 1000 == 7 else float(i % 3 == 0),
                          "advantage": 0.5 if i % 3 == 0 else -0.25, "length": 700, "used_for_training": True,
-                         "entropy": 0.4, "extra": {"novelty": 0.1 * (i % 10)}} for i in range(g)]
+                         "entropy": 0.4, "extra": {"novelty": 0.1 * (i % 10),
+                                                   "mean_similarity": 0.001 * ((first + 13 * i) % 997)}}
+                        for i in range(g)]
             out.append(self._event(type="group", step=step, prompt_id=f"p{p}", majority_answer="0",
                                    similarity=None, rollouts=rollouts))
         return out

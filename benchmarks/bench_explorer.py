@@ -129,7 +129,7 @@ def main() -> int:
         from webapp.runs.table_statistics import keep_statistics
 
         pool = pool_of_texts()
-        run = dp.new_run(user, prompt_set, "explorer")
+        run = dp.new_run(user, prompt_set, "explorer", method="evol_rl")
         print(f"ingesting {steps * PER_STEP:,} rollouts ({steps} steps of 8 × 64, ~2 KB each)", flush=True)
         ingest_rate = ingest(run, steps, pool)
         started = time.perf_counter()
@@ -162,6 +162,9 @@ def main() -> int:
         deep_step = search(run.pk, {"limit": "1000"})
         for _ in range(9):
             deep_step = search(run.pk, {"limit": "1000", "cursor": deep_step.next_cursor})
+        deep_similar = search(run.pk, {"order": "-mean_similarity", "limit": "1000"})
+        for _ in range(9):
+            deep_similar = search(run.pk, {"order": "-mean_similarity", "limit": "1000", "cursor": deep_similar.next_cursor})
         mid = steps // 2
 
         def nonempty(response):
@@ -189,6 +192,16 @@ def main() -> int:
             ("search, by a method extra (-novelty) over 10 steps",
              f"{api}/rollouts/search?order=-novelty&step_min={mid}&step_max={mid + 9}", nonempty),
             ("search, by a method extra (-novelty) over the whole run", f"{api}/rollouts/search?order=-novelty", nonempty),
+            ("search, by another method extra (-mean_similarity), whole run",
+             f"{api}/rollouts/search?order=-mean_similarity", nonempty),
+            ("search, by -mean_similarity, a page 10,000 rollouts in",
+             f"{api}/rollouts/search?order=-mean_similarity&cursor={deep_similar.next_cursor}", nonempty),
+            ("search, a rare reward range (0.2 to 0.3, 0.1%) by step",
+             f"{api}/rollouts/search?reward_min=0.2&reward_max=0.3", nonempty),
+            ("search, a rare reward range by -novelty",
+             f"{api}/rollouts/search?reward_min=0.2&reward_max=0.3&order=-novelty", nonempty),
+            ("search, a rare reward range, minority, by -advantage",
+             f"{api}/rollouts/search?reward_min=0.2&reward_max=0.3&in_majority=false&order=-advantage", nonempty),
             ("search page (HTML), a rare word", f"{pages}/rollouts/search/?q={RARE}", None),
             ("prompt history (API), every step", f"{api}/prompts/p3/history", None),
             ("prompt history page (HTML)", f"{pages}/prompts/p3/", None),
@@ -209,6 +222,9 @@ def main() -> int:
                    ("Parquet, a step range", f"{api}/rollouts/export?format=parquet&step_min={mid}&step_max={mid + 100}"),
                    ("JSONL, the whole run", f"{api}/rollouts/export?format=jsonl"),
                    ("CSV, the whole run by -reward", f"{api}/rollouts/export?format=csv&order=-reward"),
+                   ("CSV, the whole run by -mean_similarity", f"{api}/rollouts/export?format=csv&order=-mean_similarity"),
+                   ("JSONL, a rare reward range by -novelty",
+                    f"{api}/rollouts/export?format=jsonl&reward_min=0.2&reward_max=0.3&order=-novelty"),
                    ("metrics CSV", f"{api}/metrics/export?format=csv")]
         print(f"\nexports: time to the first byte (median of 5; goal ≤ {FIRST_BYTE_GOAL_S:.0f} s)")
         for what, address in exports:

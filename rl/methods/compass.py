@@ -43,4 +43,5 @@ METHOD = Method(
     rewards_the_vote=True,  # reward_accuracy (TTRL §4) is charted with labels
     metric_prefix="compass",
     charts=("similarity/mean", "compass/credibility_mean"),
+    search_extras=("confidence", "credibility"),
 )

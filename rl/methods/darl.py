@@ -65,4 +65,5 @@ METHOD = Method(
     own_reference_switch="use_majority_as_reference",
     metric_prefix="darl",
     charts=("similarity/mean", "darl/bonus_ratio"),
+    search_extras=("r_ref",),
 )

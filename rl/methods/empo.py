@@ -52,4 +52,5 @@ METHOD = Method(
     rewards_the_vote=True,  # reward_accuracy (TTRL §4) is charted with labels
     metric_prefix="empo",
     charts=("similarity/mean", "empo/semantic_entropy_mean"),
+    search_extras=("class_share",),
 )

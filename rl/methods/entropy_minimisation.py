@@ -44,6 +44,7 @@ TOKEN = Method(
     defaults_source=COMPARISON_SOURCE + ".",
     hyperparameters=shared(**COMPARISON_SETUP) + (_AGGREGATION,),
     scorer=score_token,
+    search_extras=("mean_token_entropy",),
 )
 
 SEQUENCE = Method(
@@ -55,4 +56,5 @@ SEQUENCE = Method(
     defaults_source=COMPARISON_SOURCE + ".",
     hyperparameters=shared(**COMPARISON_SETUP) + (_AGGREGATION,),
     scorer=score_sequence,
+    search_extras=("mean_token_logprob",),
 )

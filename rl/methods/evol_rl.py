@@ -82,4 +82,5 @@ METHOD = Method(
     metric_prefix="evol_rl",
     scoring_timer="time/novelty",  # EVOL-RL's compute-overhead analysis (conference version)
     charts=("similarity/mean", "evol_rl/novelty_mean"),
+    search_extras=("novelty", "mean_similarity"),
 )

@@ -36,4 +36,5 @@ METHOD = Method(
     scorer=score,
     metric_prefix="intuitor",
     charts=("similarity/mean", "intuitor/self_certainty_mean"),
+    search_extras=("self_certainty",),
 )

@@ -198,4 +198,5 @@ METHOD = Method(
     reference_field="reference",
     metric_prefix="rlpr",
     charts=("similarity/mean", "rlpr/r_ref_mean", "rlpr/filtered_ratio", "rlpr/std_threshold"),
+    search_extras=("r_ref",),
 )

@@ -145,6 +145,11 @@ class Method:
     metric_prefix: str | None = None
     # the method's signals charted live on the run page, after the shared health signals
     charts: tuple[str, ...] = ("similarity/mean",)
+    # the numeric extras of its rollouts that a run's search orders by through an index (PostgreSQL:
+    # webapp/runs/search_indexes.py makes one per name): each costs the method's rollouts a little at
+    # ingestion, so a few, the ones people rank rollouts by. Every stored rollout of the method carries
+    # them (null where the scorer has none); its other extras are ordered by over bounded ranges only
+    search_extras: tuple[str, ...] = ()
     # whether label_accuracy is charted live when the prompts carry labels (R-Zero's solver trains on its
     # own questions, so a run of it logs none)
     charts_label_accuracy: bool = True
@@ -181,6 +186,7 @@ class Method:
             "system_prompt": self.system_prompt,
             "metric_prefix": self.metric_prefix,
             "charts": list(self.charts),
+            "search_extras": list(self.search_extras),
             "hyperparameters": [h.to_json() for h in self.hyperparameters],
         }
 

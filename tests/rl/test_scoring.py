@@ -135,3 +135,18 @@ def test_reasoning_prefix_ends_where_the_final_answer_starts():
     assert reasoning_prefix("a \\boxed{1} then \\boxed{2}.") == "a \\boxed{1} then \\boxed{"
     assert reasoning_prefix("no answer") == "no answer \\boxed{"
     assert reasoning_prefix("<think> 7 </think> <answer>7</answer>", "<answer>") == "<think> 7 </think> <answer>"
+
+
+@pytest.mark.parametrize("name", sorted(name for name, m in METHODS.items() if m.search_extras))
+def test_every_search_extra_is_a_number_its_methods_scorer_writes_on_each_rollout(policy, name):
+    # The search orders a run by these through an index of the rollouts that carry them
+    # (webapp/runs/search_indexes.py): a name the scorer never writes would order nothing.
+    method = METHODS[name]
+    texts = [f" 2 + 3 = {a}. <answer>{a}</answer> \\boxed{{{a}}}" for a in (5, 5, 5, 6)]
+    embeddings = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    hp = validate_hyperparameters(name, {"n_votes": 4, "n_train": 4})
+    score = method.scorer(make_group(texts, name, reference="5", embeddings=embeddings), hp,
+                          PolicyProbe(*policy, temperature=1.0))
+    for extra in score.extras:
+        for key in method.search_extras:
+            assert isinstance(extra[key], float | int) and not isinstance(extra[key], bool), (key, extra)

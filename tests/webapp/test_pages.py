@@ -128,7 +128,9 @@ def test_the_rollout_page_marks_correct_answers_and_shows_extras_as_numbers(sign
     page = signed_in.get(f"/runs/{run.pk}/rollouts/?step=2").content.decode()
     assert '<th data-sort="correct">Correct</th>' in page
     assert page.count('<td class="correct">✗</td>') == 1 and page.count('<td class="correct">✓</td>') == 1
-    assert '<th data-sort="extra-1">novelty</th><th data-sort="extra-2">rank</th>' in page
+    # mean_similarity too: ingestion gives EVOL-RL's rollouts each of its search extras, null where missing
+    assert ('<th data-sort="extra-1">mean_similarity</th><th data-sort="extra-2">novelty</th>'
+            '<th data-sort="extra-3">rank</th>') in page
     assert ">0.1235</td>" in page and ">103</td>" in page and "103.000" not in page
     assert 'id="prev-step" href="?step=1"' in page and 'id="next-step" href="?step=3"' in page
     assert 'min="1" max="3"' in page and '<select name="step"' not in page  # a slider, not a select of every step

@@ -27,13 +27,19 @@ from webapp.runs.table_statistics import keep_statistics
 log = logging.getLogger(__name__)
 
 RUN_TABLE = Run._meta.db_table
+MAX_FLOAT = 1.7976931348623157e308
 
 
 def _number(value):
-    """JSON numbers for the database; NaN and infinities (a diverged loss) become None."""
+    """JSON numbers for the database; NaN and infinities (a diverged loss), and integers past a float's
+    range (JSON has no limit), become None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return None if math.isnan(value) or math.isinf(value) else float(value)
+    try:
+        value = float(value)
+    except OverflowError:
+        return None
+    return None if math.isnan(value) or math.isinf(value) else value
 
 
 def _text(value):
@@ -44,9 +50,10 @@ def _text(value):
 
 def _json_safe(value):
     """JSON columns reject NaN and infinities (they become null, as in metric rows) and,
-    on PostgreSQL, NUL characters (see _text)."""
-    if isinstance(value, float):
-        return _number(value)
+    on PostgreSQL, NUL characters (see _text); an integer past a float's range becomes null too (JSON has
+    no limit, and the search reads extras as floats)."""
+    if isinstance(value, (float, int)) and not isinstance(value, bool):
+        return _number(value) if isinstance(value, float) or abs(value) > MAX_FLOAT else value
     if isinstance(value, str):
         return _text(value)
     if isinstance(value, dict):
@@ -304,6 +311,7 @@ def _store_groups(run, events):
         return
     _supersede(run, group_events)
     groups = Group.objects.bulk_create([_group(run, e) for e in group_events])
+    search_extras = run.spec.search_extras if run.spec else ()
     bulk.copy_rows(Rollout._meta.db_table, ROLLOUT_COLUMNS, (
         (
             group.pk,
@@ -319,11 +327,19 @@ def _store_groups(run, events):
             int(r.get("length") or 0),
             bool(r.get("used_for_training", True)),
             _number(r.get("entropy")),
-            bulk.json_text(_json_safe(r.get("extra") or {})),
+            bulk.json_text(_extra(r.get("extra"), search_extras)),
         )
         for group, e in zip(groups, group_events)
         for r in e.get("rollouts", [])
     ))
+
+
+def _extra(extra, search_extras: tuple[str, ...]) -> dict:
+    """A rollout's extras as stored: JSON-safe, and holding each of its method's search extras (null where it
+    has none). The search orders a run by those through a partial index of the rollouts that have the key
+    (webapp/runs/search_indexes.py), so every rollout of the run must have it, whoever reported it."""
+    extra = _json_safe(extra) if isinstance(extra, dict) else {}
+    return {**{key: None for key in search_extras}, **extra}
 
 
 def _store_similarities(run, events) -> None:

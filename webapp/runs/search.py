@@ -3,9 +3,10 @@
 A page is the `limit` rollouts after the cursor in the chosen order, read through the index of that
 order (Rollout.Meta.indexes: run, field, id): never OFFSET, so the millionth rollout costs what the
 first does. The cursor is the last row's (field value, id), opaque to clients. Missing values (a
-rollout without a reward) sort lowest. Ordering by a method's extra (`confidence`, ...) reads the
-extras without an index (novelty has one on PostgreSQL, search_indexes.INDEXED_EXTRAS): narrow such a
-search by steps on a large run. `q` matches rollouts whose text has every word of it, through the text
+rollout without a reward) sort lowest. Ordering by one of the run's method's search extras (EVOL-RL's
+`novelty`, COMPASS's `confidence`: Method.search_extras) walks its index on PostgreSQL
+(search_indexes.py); any other extra is sorted, and only over a bounded number of rollouts (a step range
+on a large run): settings.SEARCH_UNINDEXED_SORT_MAX. `q` matches rollouts whose text has every word of it, through the text
 index (webapp/runs/text_search.py); `prompt_text` the rollouts of prompts whose text has every word.
 """
 import base64
@@ -13,10 +14,10 @@ import json
 import math
 from dataclasses import dataclass
 
+from django.conf import settings
+from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, F, FloatField, Q, Value
 from django.db.models.expressions import RawSQL
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
 
 from webapp.prompts.models import Prompt
 from webapp.numbers import MAX_DIGITS, whole_number
@@ -44,11 +45,13 @@ SEARCH_PARAMS = ("q", "prompt", "prompt_text", "step_min", "step_max", "answer",
 
 
 def search_orders(run) -> list[str]:
-    """The orders to offer for a run: the indexed fields, then the method extras its latest group carries."""
+    """The orders to offer for a run: the indexed fields, its method's search extras, then the other numeric
+    extras its latest group carries (sorted over bounded ranges, _order_by_extra)."""
+    declared = list(run.spec.search_extras) if run.spec else []
     latest = Group.objects.filter(run=run).order_by("-step", "-seq").first()
-    extras = sorted({k for extra in latest.rollouts.values_list("extra", flat=True) for k, v in extra.items()
-                     if isinstance(v, (int, float))}) if latest else []
-    return [*INDEXED_ORDERS, *(k for k in extras if set(k) <= EXTRA_KEY_CHARS)]
+    numbers = {k for extra in latest.rollouts.values_list("extra", flat=True) for k, v in extra.items()
+               if isinstance(v, (int, float)) and not isinstance(v, bool)} if latest else set()
+    return [*INDEXED_ORDERS, *declared, *sorted(k for k in numbers - set(declared) if set(k) <= EXTRA_KEY_CHARS)]
 
 
 class SearchError(ValueError):
@@ -86,6 +89,7 @@ def search(run_id: int, params) -> Page:
         raise SearchError("limit", f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
 
     filters = _filters(params)
+    run = Run.objects.only("method", "last_step").get(pk=run_id)
     rows = Rollout.objects.filter(run_id=run_id, **filters)
     prompt_text = (params.get("prompt_text") or "").strip()
     if prompt_text:
@@ -99,13 +103,13 @@ def search(run_id: int, params) -> Page:
     if field in INDEXED_ORDERS:
         key = F(field)
     else:
-        key = Cast(KeyTextTransform(field, "extra"), FloatField())
+        rows, key = _order_by_extra(run, field, rows, filters)
         rows = rows.annotate(sort_key=key)
         key = F("sort_key")
     nullable = field in NULLABLE or field not in INDEXED_ORDERS
     cursor = _decode(params.get("cursor"))
     sort = key
-    if field != "step" and _few_steps(run_id, filters.get("step__gte"), filters.get("step__lte")):
+    if field != "step" and _few_steps(run.last_step, filters.get("step__gte"), filters.get("step__lte")):
         # A few steps' rollouts are best read through the step index and sorted; PostgreSQL's planner
         # walked the whole run's novelty index instead (0.2 s for 10 steps of 1,953). "+ 0" leaves
         # the order as it is and hides it from the order's own index.
@@ -130,11 +134,42 @@ def search(run_id: int, params) -> Page:
                 next_cursor=next_cursor, text_not_searched=not_searched)
 
 
-def _few_steps(run_id: int, low: int | None, high: int | None) -> bool:
+def _order_by_extra(run: Run, name: str, rows, filters: dict):
+    """(rows, the expression to sort them by) for an order by the extra `name`.
+
+    One of the run's method's search extras, on PostgreSQL, is read through its partial index
+    (search_indexes.py): the expression is the index's, and the rows are narrowed by the index's condition,
+    which every rollout of the run meets (ingestion gives each the key). Any other extra has no index for
+    this run: its rollouts are sorted, so at most SEARCH_UNINDEXED_SORT_MAX of them, counted over the
+    step range alone (a count under other filters could read the whole run to find few)."""
+    if search_indexes.has_extra_indexes(connection) and run.spec and name in run.spec.search_extras:
+        return rows.filter(extra__has_key=name), _numeric_extra(name)
+    cap = settings.SEARCH_UNINDEXED_SORT_MAX
+    steps = {lookup: value for lookup, value in filters.items() if lookup.startswith("step__")}
+    if Rollout.objects.filter(run_id=run.pk, **steps)[:cap + 1].count() > cap:
+        indexed = [*INDEXED_ORDERS, *(run.spec.search_extras if run.spec and search_indexes.has_extra_indexes(connection)
+                                      else ())]
+        raise SearchError("order", f"order {name!r} has no index for this run: a search ordered by it sorts at most "
+                                   f"{cap:,} rollouts, and this one spans more; narrow it with step_min and step_max, "
+                                   f"or order by one of {', '.join(indexed)}")
+    return rows, _numeric_extra(name)
+
+
+def _numeric_extra(name: str) -> RawSQL:
+    """The extra `name` as a float where it is a JSON number, else null (a cast of true or "high" would fail)."""
+    column = f"{bulk.quoted(Rollout._meta.db_table)}.{bulk.quoted('extra')}"
+    if connection.vendor == "postgresql":  # the very expression of the search extras' indexes
+        return RawSQL(search_indexes.numeric_extra(column, name), [], output_field=FloatField())
+    path = f'$."{name}"'  # a plain name (EXTRA_KEY_CHARS)
+    return RawSQL(f"CASE WHEN json_type({column}, %s) IN ('integer', 'real') THEN json_extract({column}, %s) END",
+                  [path, path], output_field=FloatField())
+
+
+def _few_steps(last_step: int | None, low: int | None, high: int | None) -> bool:
     """Whether the search's step range [low, high] holds at most FEW_STEPS_SHARE of the run's steps."""
     if low is None and high is None:
         return False
-    last = Run.objects.filter(pk=run_id).order_by().values_list("last_step", flat=True).first() or 0
+    last = last_step or 0
     low, high = max(low if low is not None else 0, 0), min(high if high is not None else last, last)
     return high - low + 1 <= max(1, last * FEW_STEPS_SHARE)
 

@@ -8,7 +8,9 @@ differ by database, hence these are made here, by migration runs/0008.
 The text index is not here: it lives in a table of its own, filled behind ingestion
 (webapp/runs/text_search.py says why).
 """
-from .models import Rollout
+from rl.methods import METHODS
+
+from .models import Rollout, Run
 
 TABLE = Rollout._meta.db_table
 NULLABLE_ORDERS = ("reward", "advantage")  # sortable fields that may be missing
@@ -39,34 +41,71 @@ def drop(connection) -> None:
 # The majority or minority ordered by reward or advantage ("the minority's best rollouts", EVOL-RL's
 # question) have an index each: reward and advantage follow the majority so closely that walking the
 # plain order index passed every majority rollout first (0.9 s at 1M rollouts).
-#
-# Method extras the search orders by through an index: EVOL-RL's novelty, the one issue 10 names (each
-# index costs every rollout's ingestion a little, every run's, whatever its method). Others are read
-# without one: fine over a step range, about a second over a million rollouts.
-INDEXED_EXTRAS = ("novelty",)
-
-
 def create_extra_indexes(connection) -> None:
-    """The majority/minority orders (below), and on PostgreSQL only the extras' (the expression must be
-    the one the search's order compiles to, Cast(KeyTextTransform(key, "extra"), FloatField()); SQLite's
-    planner cannot match it, and the demo's runs are small)."""
-    postgres = connection.vendor == "postgresql"
-    nulls = " NULLS FIRST" if postgres else ""
+    """The majority/minority orders (migration runs/0008)."""
+    nulls = " NULLS FIRST" if connection.vendor == "postgresql" else ""
     with connection.cursor() as cursor:
         for field in NULLABLE_ORDERS:
             cursor.execute(f"CREATE INDEX IF NOT EXISTS rollout_order_majority_{field} ON {TABLE} "
                            f"(run_id, in_majority, {field}{nulls}{STEP_LAST})")
-        for key in INDEXED_EXTRAS if postgres else ():
-            cursor.execute(f"CREATE INDEX IF NOT EXISTS rollout_search_extra_{key} ON {TABLE} "
-                           f"(run_id, ((extra ->> '{key}')::double precision) NULLS FIRST, id)")
 
 
 def drop_extra_indexes(connection) -> None:
     with connection.cursor() as cursor:
         for field in NULLABLE_ORDERS:
             cursor.execute(f"DROP INDEX IF EXISTS rollout_order_majority_{field}")
-        for key in INDEXED_EXTRAS:
-            cursor.execute(f"DROP INDEX IF EXISTS rollout_search_extra_{key}")
+
+
+# The methods' search extras (Method.search_extras: EVOL-RL's novelty, COMPASS's confidence, ...), one
+# index each on PostgreSQL, partial: it holds only the rollouts that have the key, so a rollout pays at
+# ingestion for its own method's few and not for every method's. Ingestion gives every rollout of a method
+# all of its search extras (null where the scorer has none), so a run's rollouts are all in the index of
+# each of its method's search extras, and the search adds the index's condition (`extra ? key`) to find
+# them there. SQLite's planner does not match expressions like these and gets none: there every extra is
+# an order without an index, read over a bounded number of rollouts (webapp/runs/search.py).
+SEARCH_EXTRAS = tuple(sorted({key for method in METHODS.values() for key in method.search_extras}))
+
+
+def has_extra_indexes(connection) -> bool:
+    return connection.vendor == "postgresql"
+
+
+def numeric_extra(column: str, key: str) -> str:
+    """PostgreSQL's expression for the extra `key` as a float where it is a JSON number, else null: the
+    search extras' indexes and the search's order by any extra are this one expression, so the planner
+    matches them. A plain cast fails on true or "high", and in an index it failed the whole ingestion
+    (any method's rollout may carry the key). `key` is a plain name (search.EXTRA_KEY_CHARS)."""
+    return (f"(CASE WHEN jsonb_typeof({column} -> '{key}') = 'number' "
+            f"THEN ({column} ->> '{key}')::double precision END)")
+
+
+def create_search_extra_indexes(connection) -> None:
+    """Each search extra's index where missing, after giving the rollouts stored before their method declared
+    it the key. A method that declares a new search extra needs a migration that calls this
+    (tests/webapp/test_search_extra_indexes.py checks that each has its index)."""
+    if not has_extra_indexes(connection):
+        return
+    give_rollouts_their_search_extras(connection)
+    with connection.cursor() as cursor:
+        for key in SEARCH_EXTRAS:
+            cursor.execute(f"CREATE INDEX IF NOT EXISTS {extra_index_name(key)} ON {TABLE} "
+                           f"(run_id, {numeric_extra('extra', key)} NULLS FIRST, id) WHERE extra ? '{key}'")
+
+
+def give_rollouts_their_search_extras(connection) -> None:
+    """Every stored rollout of each method gets the method's search extras it lacks, as null (as ingestion
+    stores them now)."""
+    run_table = Run._meta.db_table
+    with connection.cursor() as cursor:
+        for method in METHODS.values():
+            for key in method.search_extras:
+                cursor.execute(f"UPDATE {TABLE} SET extra = extra || jsonb_build_object(%s::text, null) "
+                               f"WHERE run_id IN (SELECT id FROM {run_table} WHERE method = %s) AND NOT extra ? %s",
+                               [key, method.name, key])
+
+
+def extra_index_name(key: str) -> str:
+    return f"rollout_extra_{key}"[:63]  # PostgreSQL's longest name
 
 
 def drop_indexes_without_step(connection) -> None:
