@@ -11,53 +11,25 @@
 (function () {
   "use strict";
 
-  // Groups and their order; metricGroup mirrors webapp/runs/queries.py::metric_group.
-  const GROUPS = ["health", "rewards", "labels & eval", "optimisation", "time", "other"];
-  const HEALTH = ["entropy", "response_length/mean", "similarity/mean", "majority_ratio", "unique_answers",
-    "invalid_ratio", "truncated_ratio", "zero_variance_groups"];
-  const METHOD_PREFIXES = ["evol_rl/", "compass/", "darl/", "rlpr/", "rzero/", "r_zero/", "ttrl/"];
-  const OPTIMISATION = ["kl", "loss", "grad_norm", "learning_rate", "entropy_loss", "policy_loss", "pg_loss", "kl_loss",
-    "clip_ratio"];
-  // Display order inside a group (DESIGN §5 order); other names follow alphabetically.
-  const ORDER = HEALTH.concat(["reward/mean", "reward/std", "reward/vote_mean", "reward/vote_std", "label_accuracy",
-    "reward_accuracy", "maj@16", "pass@1", "pass@16", "kl", "loss", "grad_norm", "learning_rate", "clip_ratio/low", "clip_ratio/high",
-    "time/step", "time/generation", "time/reward", "time/update"]);
-
-  function startsWithAny(name, prefixes) {
-    return prefixes.some(function (p) { return name.indexOf(p) === 0; });
+  // Where a metric is charted comes from the server (webapp/runs/metric_groups.py::catalogue, in the
+  // page's initial JSON): {groups, rules: [{group, names, prefixes}], order, rule_metrics}. A name's
+  // group is the first rule it meets, else "other"; this file holds no list of metric names.
+  function metricGroup(name, catalogue) {
+    const rule = catalogue.rules.find(function (r) {
+      return r.names.indexOf(name) >= 0 || r.prefixes.some(function (p) { return name.indexOf(p) === 0; });
+    });
+    return rule ? rule.group : "other";
   }
 
-  function metricGroup(name) {
-    if (HEALTH.indexOf(name) >= 0 || startsWithAny(name, ["response_length/", "similarity/"])) return "health";
-    if (name === "reward" || name.indexOf("reward/") === 0 || startsWithAny(name, METHOD_PREFIXES)) return "rewards";
-    if (name === "label_accuracy" || name === "reward_accuracy" || startsWithAny(name, ["maj@", "pass@", "eval/"])) return "labels & eval";
-    if (OPTIMISATION.indexOf(name) >= 0 || startsWithAny(name, ["clip_ratio/", "kl/", "loss/", "grad_norm/", "optim/", "updates/"])) return "optimisation";
-    if (name.indexOf("time/") === 0) return "time";
-    return "other";
-  }
-
-  function sortKey(name) {
-    const i = ORDER.indexOf(name);
+  // Display order inside a group: the catalogue's order, then alphabetical.
+  function sortKey(name, catalogue) {
+    const i = catalogue.order.indexOf(name);
     return (i >= 0 ? String(1000 + i) : "9999") + " " + name;
   }
 
-  // Which charts an alert's marker goes on: the metrics its rule reads (DESIGN §4.5);
-  // a rule not listed here (stalled, run_failed, anything new) marks every chart.
-  const RULE_METRICS = {
-    entropy_collapse: ["entropy"],
-    diversity_collapse: ["similarity/mean", "unique_answers"],
-    majority_lock_in: ["majority_ratio"],
-    pass_at_k_divergence: ["pass@1", "pass@16", "pass@*", "eval/*"],
-    length_collapse: ["response_length/mean", "truncated_ratio"],
-    invalid_answers: ["invalid_ratio", "evol_rl/invalid_ratio"],
-    zero_variance_groups: ["zero_variance_groups", "reward/std"],
-  };
-
-  function matches(name, patterns) {
-    if (!patterns) return true;
-    return patterns.some(function (p) {
-      return p.charAt(p.length - 1) === "*" ? name.indexOf(p.slice(0, -1)) === 0 : p === name;
-    });
+  // A marker goes on the charts of its metrics (an alert's: the catalogue's rule_metrics), or on every chart.
+  function marks(name, metrics) {
+    return !metrics || metrics.indexOf(name) >= 0;
   }
 
   // D3's category10: one colour per run on the compare page.
@@ -166,7 +138,7 @@
 
   // ------------------------------------------------------------------ board
 
-  // options: {controlsRoot, series: {key: {name, color}}, legend, minSeries, groups: {metric: group}}
+  // options: {controlsRoot, series: {key: {name, color}}, legend, minSeries, catalogue (above)}
   // Boards holding more points than this draw only the charts near the viewport (see Board).
   const LAZY_DRAW_POINTS = 5000;
 
@@ -199,7 +171,8 @@
     Object.keys(this.options.series || {}).forEach(function (k) { self.series[k] = self.options.series[k]; });
     root.classList.add("metric-board");
     if (this.options.legend) root.classList.add("with-legend");
-    GROUPS.forEach(function (group) {
+    this.catalogue = this.options.catalogue;
+    this.catalogue.groups.forEach(function (group) {
       const details = el("details", "metric-group");
       details.open = true;
       details.hidden = true;
@@ -249,16 +222,14 @@
   // A chart for `name` now, even before it has data (the run page's key metrics).
   Board.prototype.ensureChart = function (name) {
     if (this.charts[name]) return this.charts[name];
-    // The server's grouping (queries.py::metric_group) for the names it sent; the same
-    // rules here for names that first arrive live.
-    const group = (this.options.groups || {})[name] || metricGroup(name);
+    const group = metricGroup(name, this.catalogue);
     const section = this.sections[group] || this.sections.other;
     const div = el("div", "chart card");
     div.id = "chart-" + slug(name);
     div.dataset.metric = name;
     div.dataset.points = "0";
     div.dataset.series = "0";
-    const key = sortKey(name);
+    const key = sortKey(name, this.catalogue);
     div.dataset.sort = key;
     let before = null;
     section.grid.querySelectorAll(".chart").forEach(function (other) {
@@ -309,7 +280,7 @@
     return this.add(name, key, steps, values, times);
   };
 
-  // markers: [{key?, step, label, color, metrics: [patterns]|null, dash?}]
+  // markers: [{key?, step, label, color, metrics: [names]|null, dash?}]
   Board.prototype.setMarkers = function (markers) { this.markers = markers.slice(); this.markDirtyAll(); };
   Board.prototype.markDirtyAll = function () {
     const self = this;
@@ -394,7 +365,7 @@
     });
     const shapes = [], annotations = [];
     this.markers.forEach(function (m) {
-      if (!matches(name, m.metrics)) return;
+      if (!marks(name, m.metrics)) return;
       const key = m.key || Object.keys(self.series)[0];
       const x = self.markerX(key, m.step, unit, state.xMode);
       if (x === null || x === undefined) return;
@@ -489,15 +460,12 @@
   };
 
   window.EvolabCharts = {
-    GROUPS: GROUPS,
     PALETTE: PALETTE,
-    RULE_METRICS: RULE_METRICS,
     SEVERITY_COLORS: SEVERITY_COLORS,
     SIMILARITY_COLORSCALE: SIMILARITY_COLORSCALE,
     TERMINAL: ["succeeded", "failed", "cancelled"],
     Board: Board,
     RunSocket: RunSocket,
-    metricGroup: metricGroup,
     ema: ema,
     formatDuration: formatDuration,
     plotlyText: plotlyText,

@@ -18,7 +18,7 @@
     controlsRoot: document.getElementById("chart-controls"),
     series: series,
     legend: true,
-    groups: initial.metric_groups,
+    catalogue: initial.metric_catalogue,
     minSeries: Math.min(2, runs.length),
   });
   runs.forEach(function (r) {

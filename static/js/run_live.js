@@ -17,7 +17,7 @@
     controlsRoot: document.getElementById("chart-controls"),
     series: { run: { name: run.name + " #" + runId, color: "#3559e0" } },
     legend: false,
-    groups: initial.metric_groups,
+    catalogue: initial.metric_catalogue,
     onZoom: fullDetail,
   });
   // Series the page opened thinned (min/max buckets): zooming into one reads its every point once.
@@ -52,7 +52,7 @@
       const a = alerts[id];
       if (a.step === null || a.step === undefined) return;
       markers.push({ key: KEY, step: a.step, label: a.rule, color: C.SEVERITY_COLORS[a.severity] || "#667085",
-        dash: "dash", metrics: C.RULE_METRICS[a.rule] || null, alert: a.id });
+        dash: "dash", metrics: initial.metric_catalogue.rule_metrics[a.rule] || null, alert: a.id });
     });
     board.setMarkers(markers);
     document.getElementById("charts").dataset.markers = String(markers.length);

@@ -107,11 +107,14 @@ def test_live_messages_add_charts_markers_and_end_the_socket(live_stack, live_us
     page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '2'")
     assert page.query_selector('[data-metric="grad_norm"]') is None
 
-    # A resumed trainer, then a step with a metric the page has not seen.
-    later = crafted_log(steps=1, extra={"grad_norm": 0.7, **steady}, start_seq=len(first) + 1, start_step=3)
+    # A resumed trainer, then a step with metrics the page has not seen, placed by the server's catalogue
+    # (charts.js once had its own list, without EMPO's prefix: that chart went to "other")
+    later = crafted_log(steps=1, extra={"grad_norm": 0.7, "empo/semantic_entropy_mean": 0.4, **steady},
+                        start_seq=len(first) + 1, start_step=3)
     later.insert(0, {"seq": len(first), "time": later[0]["time"] - 1, "type": "status", "state": "running", "message": "resumed"})
     off_loop(ingest_events, run, later[:-2])
     page.wait_for_selector('details.metric-group[data-group="optimisation"] [data-metric="grad_norm"]')
+    page.wait_for_selector('details.metric-group[data-group="rewards"] [data-metric="empo/semantic_entropy_mean"]')
     page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '3'")
     page.wait_for_function("() => document.getElementById('chart-kl')._fullLayout.annotations.some(a => a.text === 'resumed')")
     resumed = page.evaluate("() => { const l = document.getElementById('chart-kl')._fullLayout;"

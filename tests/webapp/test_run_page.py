@@ -2,12 +2,14 @@
 the compare page, rendered by Django; their scripts are driven in tests/e2e."""
 import json
 import re
+from pathlib import Path
 
 import pytest
 
 from tests.factories import event_log, make_prompt_set, make_team
 from webapp.runs.models import Run
-from webapp.runs.queries import metric_group, resume_points
+from webapp.runs.metric_groups import catalogue, metric_group
+from webapp.runs.queries import resume_points
 from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db
@@ -47,7 +49,8 @@ def page_for(client, user, run):
      ("similarity/mean", "health"), ("invalid_ratio", "health"), ("truncated_ratio", "health"),
      ("zero_variance_groups", "health"), ("reward/mean", "rewards"), ("reward/vote_std", "rewards"),
      ("evol_rl/novelty_mean", "rewards"), ("compass/credibility_mean", "rewards"), ("darl/bonus_ratio", "rewards"),
-     ("rlpr/r_ref_mean", "rewards"), ("rzero/uncertainty_mean", "rewards"), ("label_accuracy", "labels & eval"),
+     ("rlpr/r_ref_mean", "rewards"), ("rzero/uncertainty_mean", "rewards"), ("empo/semantic_entropy_mean", "rewards"),
+     ("intuitor/self_certainty_mean", "rewards"), ("r_zero/anything", "other"), ("label_accuracy", "labels & eval"),
      ("reward_accuracy", "labels & eval"), ("maj@16", "labels & eval"), ("pass@1", "labels & eval"), ("eval/pass@16", "labels & eval"),
      ("kl", "optimisation"), ("clip_ratio/low", "optimisation"), ("loss", "optimisation"), ("grad_norm", "optimisation"),
      ("learning_rate", "optimisation"), ("entropy_loss", "optimisation"), ("time/step", "time"),
@@ -55,6 +58,19 @@ def page_for(client, user, run):
 )
 def test_metric_group(name, group):
     assert metric_group(name) == group
+
+
+def test_the_catalogue_marks_each_alert_rule_on_the_metrics_it_reads():
+    rule_metrics = catalogue()["rule_metrics"]
+    assert rule_metrics["entropy_collapse"] == ["entropy"]
+    assert rule_metrics["pass_at_k_divergence"] == ["pass@1", "pass@16", "eval/pass@1", "eval/pass@16"]
+    assert "stalled" not in rule_metrics and "run_failed" not in rule_metrics  # these mark every chart
+
+
+def test_the_page_scripts_hold_no_list_of_metric_or_method_names():
+    scripts = "".join(p.read_text() for p in (Path(__file__).parents[2] / "static" / "js").glob("*.js"))
+    names = {*catalogue()["order"], *(n for r in catalogue()["rules"] for n in r["names"] + r["prefixes"])}
+    assert sorted(n for n in names if f'"{n}"' in scripts) == []
 
 
 def test_the_page_groups_every_recorded_metric(client, lab):
@@ -66,9 +82,8 @@ def test_the_page_groups_every_recorded_metric(client, lab):
         e["seq"] = n
     ingest_events(run, events)
     initial = initial_of(page_for(client, lab[1]["alice"], run))
-    assert initial["metric_groups"]["kl"] == "optimisation" and initial["metric_groups"]["time/step"] == "time"
-    assert initial["metric_groups"]["my_metric"] == "other" and initial["metric_groups"]["entropy"] == "health"
-    assert initial["metric_groups"]["evol_rl/novelty_mean"] == "rewards"
+    # the page places every name, those that first arrive live too, by the server's catalogue
+    assert initial["metric_catalogue"] == catalogue()
     assert set(initial["metrics"]) >= {"entropy", "kl", "time/step", "my_metric", "label_accuracy"}
     assert initial["metrics"]["entropy"]["times"][0] > 1_000_000_000
     assert initial["time_origin"] == events[0]["time"]

@@ -4,7 +4,7 @@ import math
 
 from django.db.models import Max
 
-from rl.methods import METHODS, metric_prefixes
+from rl.methods import METHODS
 
 from . import series
 from .models import Group, Run, RunEvent
@@ -25,31 +25,6 @@ def chart_metrics(run: Run) -> list[str]:
             names.append("reward_accuracy")
     # a run trained elsewhere with no method of ours: the similarity of its rollouts, computed on a worker
     return names + list(spec.charts if spec else ("similarity/mean",))
-
-
-# Metric groups of the run and compare pages, in display order (DESIGN §5 names).
-METRIC_GROUPS = ("health", "rewards", "labels & eval", "optimisation", "time", "other")
-_HEALTH = {"entropy", "response_length/mean", "majority_ratio", "unique_answers", "similarity/mean", "invalid_ratio",
-           "truncated_ratio", "zero_variance_groups"}
-_HEALTH_PREFIXES = ("response_length/", "similarity/")
-_METHOD_PREFIXES = tuple(f"{prefix}/" for prefix in metric_prefixes())
-_OPTIMISATION = {"kl", "loss", "grad_norm", "learning_rate", "entropy_loss", "policy_loss", "pg_loss", "kl_loss", "clip_ratio"}
-_OPTIMISATION_PREFIXES = ("clip_ratio/", "kl/", "loss/", "grad_norm/", "optim/", "updates/")
-
-
-def metric_group(name: str) -> str:
-    """The section of the run page a metric is charted in (static/js/charts.js mirrors this)."""
-    if name in _HEALTH or name.startswith(_HEALTH_PREFIXES):
-        return "health"
-    if name == "reward" or name.startswith("reward/") or name.startswith(_METHOD_PREFIXES):
-        return "rewards"
-    if name in ("label_accuracy", "reward_accuracy") or name.startswith(("maj@", "pass@", "eval/")):
-        return "labels & eval"
-    if name in _OPTIMISATION or name.startswith(_OPTIMISATION_PREFIXES):
-        return "optimisation"
-    if name.startswith("time/"):
-        return "time"
-    return "other"
 
 
 def metric_series(run: Run, names: list[str] | None = None, since_step: int | None = None,

@@ -14,7 +14,7 @@ from webapp.accounts.access import require_role, role_in
 from webapp.accounts.models import Membership
 from webapp.numbers import whole_number
 
-from . import series
+from . import metric_groups, series
 from .actions import RunInputError, cancel_run, resume_run
 from . import launch_form
 from .health import check, no_worker_for, shown_to
@@ -31,7 +31,6 @@ from .queries import (
     hyperparameter_diff,
     hyperparameter_rows,
     latest_similarity_groups,
-    metric_group,
     metric_series_of_runs,
     resume_points,
     run_alerts_json,
@@ -78,7 +77,7 @@ def run_detail(request, pk):
         "run": run.to_json(),
         "metrics": metrics,
         "thinned": thinned,
-        "metric_groups": {name: metric_group(name) for name in [*metrics, *chart_metrics(run)]},
+        "metric_catalogue": metric_groups.catalogue(),
         "chart_metrics": chart_metrics(run),
         "steps": group_steps(run),
         "stages": stage_events(run),
@@ -233,7 +232,7 @@ def compare(request):
     initial = {
         "runs": [{**r.to_json(), "prompt_set_name": r.prompt_set.name, "time_origin": run_time_origin(r)} for r in runs],
         "metrics": {str(pk): series[pk] for pk in ids},
-        "metric_groups": {name: metric_group(name) for per_run in series.values() for name in per_run},
+        "metric_catalogue": metric_groups.catalogue(),
         "max_points": COMPARE_PAGE_MAX_POINTS,
     }
     return render(request, "runs/compare.html", {
