@@ -463,7 +463,6 @@
     PALETTE: PALETTE,
     SEVERITY_COLORS: SEVERITY_COLORS,
     SIMILARITY_COLORSCALE: SIMILARITY_COLORSCALE,
-    TERMINAL: ["succeeded", "failed", "cancelled"],
     Board: Board,
     RunSocket: RunSocket,
     ema: ema,

@@ -14,6 +14,7 @@
     document.querySelectorAll('.swatch[data-run="' + CSS.escape(String(r.id)) + '"]').forEach(function (s) { s.style.background = color; });
   });
 
+  const TERMINAL = initial.terminal_states;  // the run states that end a run (Run.TERMINAL)
   const board = new C.Board(document.getElementById("charts"), {
     controlsRoot: document.getElementById("chart-controls"),
     series: series,
@@ -74,7 +75,7 @@
       }).catch(function () {});
       C.getJSON("/api/runs/" + r.id).then(function (run) {
         if (run.last_step !== null) setText("step-" + r.id, String(run.last_step));
-        if (C.TERMINAL.indexOf(run.state) >= 0) ended(run.state); else setState(r.id, run.state);
+        if (TERMINAL.indexOf(run.state) >= 0) ended(run.state); else setState(r.id, run.state);
       }).catch(function () {});
     }
     socket = new C.RunSocket(r.id, {
@@ -87,11 +88,11 @@
       },
       status: function (m) {
         // The supervisor, not the trainer, says how a run ended.
-        if (m.source === "trainer" && C.TERMINAL.indexOf(m.state) >= 0) return;
-        if (C.TERMINAL.indexOf(m.state) >= 0) ended(m.state); else setState(r.id, m.state);
+        if (m.source === "trainer" && TERMINAL.indexOf(m.state) >= 0) return;
+        if (TERMINAL.indexOf(m.state) >= 0) ended(m.state); else setState(r.id, m.state);
       },
     });
   }
-  runs.forEach(function (r) { if (C.TERMINAL.indexOf(r.state) < 0) follow(r); });
+  runs.forEach(function (r) { if (TERMINAL.indexOf(r.state) < 0) follow(r); });
   window.evolabComparePage = { board: board };
 })();

@@ -8,6 +8,7 @@
   const C = window.EvolabCharts;
   const initial = JSON.parse(document.getElementById("run-initial").textContent);
   const run = initial.run;
+  const TERMINAL = initial.terminal_states;  // the run states that end a run (Run.TERMINAL)
   const runId = run.id;
   const KEY = "run";
 
@@ -33,7 +34,7 @@
   }
   board.setOrigin(KEY, initial.time_origin);
   // While a run can still log, its key metrics get a chart up front, filled as steps arrive.
-  if (C.TERMINAL.indexOf(run.state) < 0) initial.chart_metrics.forEach(function (n) { board.ensureChart(n); });
+  if (TERMINAL.indexOf(run.state) < 0) initial.chart_metrics.forEach(function (n) { board.ensureChart(n); });
   Object.keys(initial.metrics).forEach(function (name) {
     const s = initial.metrics[name];
     board.add(name, KEY, s.steps, s.values, s.times);
@@ -210,7 +211,6 @@
 
   // ------------------------------------------------------------------ run facts
 
-  const TERMINAL = C.TERMINAL;
   let state = run.state;
   let lastStep = run.last_step;
   let startedAt = initial.time_origin !== null && initial.time_origin !== undefined ? initial.time_origin * 1000 :

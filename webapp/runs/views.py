@@ -78,6 +78,7 @@ def run_detail(request, pk):
         "metrics": metrics,
         "thinned": thinned,
         "metric_catalogue": metric_groups.catalogue(),
+        "terminal_states": sorted(Run.TERMINAL),
         "chart_metrics": chart_metrics(run),
         "steps": group_steps(run),
         "stages": stage_events(run),
@@ -233,6 +234,7 @@ def compare(request):
         "runs": [{**r.to_json(), "prompt_set_name": r.prompt_set.name, "time_origin": run_time_origin(r)} for r in runs],
         "metrics": {str(pk): series[pk] for pk in ids},
         "metric_catalogue": metric_groups.catalogue(),
+        "terminal_states": sorted(Run.TERMINAL),
         "max_points": COMPARE_PAGE_MAX_POINTS,
     }
     return render(request, "runs/compare.html", {
