@@ -15,6 +15,7 @@ urlpatterns = [
     path("runs/<id:pk>/cancel", runs.run_cancel),
     path("runs/<id:pk>/resume", runs.run_resume),
     path("runs/<id:pk>/clone", runs.run_clone),
+    path("runs/<id:pk>/transitions", runs.run_transitions),
     path("runs/<id:pk>/metrics", runs.run_metrics),
     path("runs/<id:pk>/metrics/export", runs.run_metrics_export),
     path("compare", runs.compare),

@@ -365,6 +365,7 @@
     group: function (m) { addStepLink(m.step); if (addGroup(m)) drawHeatmap(); },
     engine: showEngine,
     status: function (m) {
+      if (m.transition) addTransition(m.transition);
       showEngine(m.engine);
       if (m.source === "trainer") {
         // The trainer says `running` each time it starts; after the first, it is a resume.
@@ -391,6 +392,24 @@
     },
     close: function () { indicator.textContent = "not live"; indicator.className = "live off"; },
   };
+
+  // The run's history (rendered by the server; a transition's status message adds its row on top).
+  function addTransition(t) {
+    const rows = document.getElementById("history-rows");
+    if (rows.querySelector('tr[data-transition-id="' + t.id + '"]')) return;
+    const tr = document.createElement("tr");
+    tr.dataset.transitionId = String(t.id);
+    const state = document.createElement("span");
+    state.className = "state state-" + t.state;
+    state.textContent = t.state;
+    const by = t.by ? t.by : (t.worker ? "worker " + t.worker : "");
+    [t.at.replace("T", " ").slice(0, 19), state, t.cause_title, by, t.message].forEach(function (value) {
+      const td = document.createElement("td");
+      if (typeof value === "string") td.textContent = value; else td.appendChild(value);
+      tr.appendChild(td);
+    });
+    rows.insertBefore(tr, rows.firstChild);
+  }
 
   // Whatever was written between the page render and the socket opening (or while it
   // was closed) is read back from the API once the socket is open.

@@ -74,7 +74,7 @@ def test_the_run_list_follows_runs_live_and_compares_two_ticked_runs(live_stack,
 
 def _announced_run(user, prompt_set, name):
     run = waiting_run(user, prompt_set, name)
-    lifecycle.queued(run)
+    lifecycle.queued(run, by=run.created_by)
     return run.pk
 
 

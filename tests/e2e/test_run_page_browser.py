@@ -7,6 +7,7 @@ import pytest
 from tests.e2e.helpers import off_loop, sign_in
 from tests.factories import event_log, make_prompt_set
 from webapp.runs.models import Run
+from webapp.runs import lifecycle
 from webapp.runs.ingestion import ingest_events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("transactional_db")]
@@ -93,8 +94,6 @@ def test_the_run_page_groups_charts_switches_axes_marks_alerts_and_picks_heatmap
 
 
 def test_live_messages_add_charts_markers_and_end_the_socket(live_stack, live_user, session_key, browser_page):
-    from webapp.live import push
-
     page = browser_page
     run = Run.objects.create(name="live", method="evol_rl", prompt_set=make_prompt_set(live_user), max_steps=6,
                              created_by=live_user, state=Run.RUNNING)
@@ -128,10 +127,13 @@ def test_live_messages_add_charts_markers_and_end_the_socket(live_stack, live_us
     off_loop(ingest_events, run, plain[:-2])
     page.wait_for_function("() => document.getElementById('chart-entropy').calcdata[0].length === 4")
 
-    # The run ends: the indicator goes off and stays off (no reconnect).
-    Run.objects.filter(pk=run.pk).update(state=Run.SUCCEEDED)
-    off_loop(push, run.pk, [{"type": "status", "state": "succeeded", "message": "done"}])
+    # The run ends: its history gets the row (the message escaped), the indicator goes off and stays off.
+    off_loop(lifecycle.finish, run, Run.SUCCEEDED, "done <b>at last</b>", 0, "")
     page.wait_for_function("() => document.getElementById('run-state').textContent === 'succeeded'")
+    newest = page.locator("#history-rows tr").first
+    newest.wait_for()
+    assert newest.inner_text().split("\t")[1:4] == ["succeeded", "its trainer ended", ""]
+    assert newest.locator("td").nth(4).inner_text() == "done <b>at last</b>"
     page.wait_for_function("() => document.getElementById('live-indicator').textContent === 'not live'")
     page.wait_for_timeout(1500)
     assert page.inner_text("#live-indicator") == "not live"

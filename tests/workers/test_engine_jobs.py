@@ -103,5 +103,5 @@ def test_a_resumed_run_forgets_its_ended_job_so_that_a_new_one_is_submitted(user
 
     run = make_run(user, state=Run.FAILED, engine="slurm", engine_job_id="17", engine_attempt=1,
                    engine_reason="TimeLimit")
-    lifecycle.requeue_for_resume(run)
+    lifecycle.requeue_for_resume(run, by=run.created_by)
     assert (run.state, run.engine_job_id, run.engine_reason, run.engine_attempt) == (Run.QUEUED, "", "", 1)

@@ -92,7 +92,7 @@ def create_run(caller: Caller, experiment: Experiment, *, name: str | None, user
         )
         external = ExternalRun.objects.create(run=run, experiment=experiment, user_id=user_id[:200], tags=tags,
                                               start_time=int(started.timestamp() * 1000))
-        lifecycle.report_running(run, started)
+        lifecycle.report_running(run, caller.user, started)
     run.refresh_from_db()
     return external
 
@@ -334,7 +334,7 @@ def update_run(caller: Caller, external: ExternalRun, *, status: str | None, end
                              finished_at=ended)
             ExternalRun.objects.filter(pk=external.pk).update(end_time=end_time or int(time.time() * 1000))
         elif state == Run.RUNNING:
-            lifecycle.report_running(run, None)
+            lifecycle.report_running(run, caller.user)
         else:
             raise invalid(f"a run cannot go back to {status}")
     external.refresh_from_db()

@@ -120,7 +120,7 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
             created_by=user,
             cloned_from=cloned_from,
         )
-        lifecycle.queued(run)
+        lifecycle.queued(run, by=user)
         lifecycle.dispatch(run)
     return run
 
@@ -225,7 +225,7 @@ def cancel_run(run: Run, user) -> Run:
     sends SIGTERM, after which the trainer checkpoints and exits."""
     require_role(user, run.team_id, Membership.MEMBER)
     _trained_here(run, "stop")
-    Run.objects.filter(pk=run.pk, state__in=[Run.QUEUED, *Run.SUPERVISED]).update(cancel_requested=True)
+    lifecycle.request_cancel(run.pk, by=user)
     lifecycle.end_cancelled_before_start(run.pk)
     lifecycle.reap_run(run.pk)  # a run whose supervisor is gone has nobody to relay the cancel: it ends now
     run.refresh_from_db()
@@ -246,7 +246,7 @@ def resume_run(run: Run, user) -> Run:
                "no checkpoint is recorded: resuming from the last one on the workers' disk, or from step 0")
     with transaction.atomic():
         check_active_runs(run.team)
-        lifecycle.requeue_for_resume(run, message=message)
+        lifecycle.requeue_for_resume(run, by=user, message=message)
     return run
 
 

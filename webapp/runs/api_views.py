@@ -12,7 +12,7 @@ from webapp.prompts.models import PromptSet
 from . import exports, series
 from .actions import RunInputError, cancel_run, clone_run, launch_run, resume_run
 from .history import prompt_history
-from .models import Group, Run
+from .models import Group, Run, RunTransition
 from .queries import group_steps, groups_at, metric_series_of_runs
 from .search import SearchError, search
 
@@ -148,6 +148,25 @@ def _series_params(request):
     if numbers["max_points"] is not None and numbers["max_points"] < 2:
         return None, error("max_points must be at least 2 (each bucket keeps its min and max)", field="max_points")
     return {"names": names, **numbers}, None
+
+
+@api_view(["GET"])
+@with_run_id
+def run_transitions(request, run_id):
+    """The run's history, newest first: `limit` rows (1 to 1,000, default 100) before the row `before`."""
+    numbers = {}
+    for name, default, high in (("limit", 100, MAX_TRANSITIONS), ("before", None, None)):
+        text = request.GET.get(name, "")
+        value = whole_number(text) if text else default
+        if text and (value is None or value < 1 or (high is not None and value > high)):
+            return error(f"{name} must be a whole number{f' from 1 to {high:,}' if high else ' above 0'}, not {text!r}",
+                         field=name)
+        numbers[name] = value
+    rows, next_before = RunTransition.page(run_id, numbers["before"], numbers["limit"])
+    return JsonResponse({"run": run_id, "results": [row.to_json() for row in rows], "next_before": next_before})
+
+
+MAX_TRANSITIONS = 1000
 
 
 @api_view(["GET"])

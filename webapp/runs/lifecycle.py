@@ -1,7 +1,8 @@
 """A run's lifecycle: dispatch, claim, heartbeat, finish, hand back, cancel before start, requeue
-for resume, and reaping runs whose supervisor is gone. Each transition writes the run's state and,
-on commit, tells the run's watchers (`status` on ws/runs/{id}/) and its team's (`run` on
-ws/teams/{id}/: the live run list).
+for resume, and reaping runs whose supervisor is gone. Each transition writes the run's state, records
+it in the run's history with its cause (RunTransition: who asked, which worker, why) and, on commit,
+tells the run's watchers (`status` on ws/runs/{id}/, carrying the history's new row) and its team's
+(`run` on ws/teams/{id}/: the live run list).
 
 Action functions (actions.py) validate what a user asks for and call these; the supervisor
 (workers/) calls them for what the trainer does, and the periodic `reap_runs` task calls `reap`.
@@ -26,7 +27,7 @@ from django.utils import timezone
 from webapp.live import push_on_commit
 from webapp.tasks import TRAIN_RUN, send_on_commit
 
-from .models import Run
+from .models import Run, RunTransition
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +48,15 @@ def run_message(run: Run) -> dict:
     }
 
 
-def announce(run_id: int, extra: dict | None = None) -> None:
-    """After commit: the run's new state to its page and its team (the one place both are told)."""
+def announce(run_id: int, cause: str | None = None, by=None, worker: str = "", extra: dict | None = None) -> None:
+    """The run's new state, recorded in its history as caused by `cause` (None: nothing the history keeps,
+    a renamed run or a new reason from its engine), and after commit told to its page and its team (the one
+    place both are told)."""
     run = Run.objects.get(pk=run_id)
     status = {"type": "status", "state": run.state, "message": run.message, **(extra or {})}
+    if cause is not None:
+        status["transition"] = RunTransition.objects.create(run=run, cause=cause, state=run.state, message=run.message,
+                                                            by=by, worker=worker).to_json()
     if run.engine and run.engine != "local":
         status["engine"] = run.engine_json()
     push_on_commit(run_id=run.pk, messages=[status])
@@ -63,7 +69,9 @@ def progress_message(run: Run, health: dict) -> dict:
     return {**run_message(run), "health": health}
 
 
-def queued(run: Run) -> None:
+def queued(run: Run, by) -> None:
+    """A run just launched by `by` (or cloned): its history begins, and its team's run list shows it."""
+    RunTransition.objects.create(run=run, cause=RunTransition.LAUNCHED, state=run.state, by=by)
     push_on_commit(team_id=run.team_id, messages=[run_message(run)])
 
 
@@ -94,7 +102,7 @@ def claim(run_id: int, owner: str = "", state: str = Run.RUNNING) -> Run | None:
                 supervisor=owner, heartbeat_at=now,
             )
             if claimed:
-                announce(candidate)
+                announce(candidate, RunTransition.CLAIMED, worker=owner)
         if claimed:  # another worker may have taken it first: then the next in turn
             return Run.objects.select_related("prompt_set", "eval_prompt_set").get(pk=candidate)
     return None
@@ -114,6 +122,15 @@ def turn_order(run_id: int) -> list[int]:
     return [pk for pk, team, created in sorted(waiting, key=lambda r: (training[r[1]], r[2], r[0]))] or [run_id]
 
 
+def request_cancel(run_id: int, by) -> None:
+    """`by` asks to stop a queued or supervised run: recorded, and relayed by whoever holds the run (a queued
+    one ends at once, end_cancelled_before_start; a running one's supervisor stops its trainer)."""
+    with transaction.atomic():
+        if Run.objects.filter(pk=run_id, state__in=[Run.QUEUED, *Run.SUPERVISED], cancel_requested=False).update(
+                cancel_requested=True):
+            announce(run_id, RunTransition.CANCEL_REQUESTED, by=by)
+
+
 def end_cancelled_before_start(run_id: int) -> bool:
     """A queued run with a cancel request ends `cancelled` and watchers are told. Called
     by cancel_run and by a supervisor that finds such a run, whichever comes first. A run
@@ -125,14 +142,14 @@ def end_cancelled_before_start(run_id: int) -> bool:
             state=Run.CANCELLED, finished_at=timezone.now(), message="cancelled before it started"
         )
         if ended:
-            announce(run_id)
+            announce(run_id, RunTransition.CANCELLED_BEFORE_START)
         elif rows.update(message="cancel requested: the next worker to take the run stops its job"):
             announce(run_id)
     return bool(ended)
 
 
-def requeue_for_resume(run: Run, message: str = "") -> None:
-    """A user's resume: queued again, to continue from the last checkpoint, and sent to a worker."""
+def requeue_for_resume(run: Run, by, message: str = "") -> None:
+    """`by`'s resume: queued again, to continue from the last checkpoint, and sent to a worker."""
     with transaction.atomic():
         Run.objects.filter(pk=run.pk).update(
             state=Run.QUEUED, resume_requested=True, cancel_requested=False, finished_at=None, message=message,
@@ -140,20 +157,21 @@ def requeue_for_resume(run: Run, message: str = "") -> None:
             # its cluster engine's job ended with the run: a resume submits a new one (DESIGN §4.9)
             engine_job_id="", engine_reason="",
         )
-        announce(run.pk)
+        announce(run.pk, RunTransition.RESUME_REQUESTED, by=by)
         dispatch(run)
     run.refresh_from_db()
 
 
-def report_running(run: Run, started_at=None) -> None:
-    """A run trained elsewhere is running: just created, or reported running again after it had ended (its
-    trainer went on). No lease: it has no worker; its silence is the `stalled` rule's business."""
+def report_running(run: Run, by, started_at=None) -> None:
+    """A run trained elsewhere is running, as `by`'s trainer reports: just created, or reported running again
+    after it had ended (its trainer went on). No lease: it has no worker; its silence is the `stalled` rule's
+    business."""
     with transaction.atomic():
         fields = {"state": Run.RUNNING, "finished_at": None, "message": ""}
         if started_at is not None:
             fields["started_at"] = started_at
         Run.objects.filter(pk=run.pk, source=Run.EXTERNAL).update(**fields)
-        announce(run.pk)
+        announce(run.pk, RunTransition.REPORTED, by=by)
     run.refresh_from_db()
 
 
@@ -185,7 +203,9 @@ def engine_state(run: Run, owner: str, state: str, reason: str = "", log_tail: s
         if current is None:
             return False
         Run.objects.filter(pk=run.pk).update(**fields)
-        if current[:2] != (state, reason[:500]):
+        if current[0] != state:  # pending -> running: in the history; a new reason alone is not
+            announce(run.pk, RunTransition.ENGINE, worker=owner)
+        elif current[1] != reason[:500]:
             announce(run.pk)
         elif log_tail is not None and log_tail != current[2]:
             # the job's log grew: its page alone hears (the team's lists show no log)
@@ -200,7 +220,7 @@ def hand_back(run: Run, owner: str, message: str) -> bool:
         handed = Run.objects.filter(pk=run.pk, state__in=Run.SUPERVISED, supervisor=owner).update(
             state=Run.QUEUED, resume_requested=True, message=message, supervisor="", heartbeat_at=None)
         if handed:
-            announce(run.pk)
+            announce(run.pk, RunTransition.HANDED_BACK, worker=owner)
             dispatch(run)
     return bool(handed)
 
@@ -228,7 +248,7 @@ def finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tai
         )
         if not finished:
             return False
-        announce(run.pk)
+        announce(run.pk, RunTransition.FINISHED, worker=owner or "")
         run.refresh_from_db()
         if state == Run.FAILED:
             run_failed(run)
@@ -279,7 +299,7 @@ def reap_run(run_id: int, now=None) -> str | None:
         if run is None:
             return None
         silent = f"its worker stopped answering (last heartbeat {_when(run.heartbeat_at or run.started_at)})"
-        run.supervisor, run.heartbeat_at = "", None
+        worker, run.supervisor, run.heartbeat_at = run.supervisor, "", None
         if run.engine_job_id and run.engine != "local":
             # its cluster engine's job trains on without the worker (DESIGN §4.9): the next worker re-attaches to
             # it (and stops it, when the run was cancelled meanwhile); nothing is resumed, no resume is counted
@@ -300,7 +320,7 @@ def reap_run(run_id: int, now=None) -> str | None:
             run.finished_at, run.cancel_requested = now, False
         run.save(update_fields=["state", "message", "supervisor", "heartbeat_at", "auto_resumes",
                                 "resume_requested", "finished_at", "cancel_requested"])
-        announce(run.pk)
+        announce(run.pk, RunTransition.LEASE_EXPIRED, worker=worker)
         if outcome in ("resumed", "reattached"):
             dispatch(run)
         elif outcome == "failed":

@@ -3,6 +3,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from rl.methods import METHODS
 
@@ -236,6 +237,64 @@ class Run(models.Model):
             "created_at": self.created_at.isoformat(),
             "started_at": self.started_at.isoformat() if self.started_at else None,
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+        }
+
+
+class RunTransition(models.Model):
+    """One change of a run's state, or a request that leads to one, with its cause: the run's history on its
+    page, written by webapp/runs/lifecycle.py alone (each of its transitions records one as it announces it)."""
+
+    LAUNCHED, REPORTED = "launched", "reported"
+    CLAIMED, ENGINE = "claimed", "engine"
+    CANCEL_REQUESTED, CANCELLED_BEFORE_START = "cancel_requested", "cancelled_before_start"
+    RESUME_REQUESTED, HANDED_BACK, FINISHED = "resume_requested", "handed_back", "finished"
+    LEASE_EXPIRED = "lease_expired"
+    CAUSES = [
+        (LAUNCHED, "launched"),
+        (REPORTED, "reported by its trainer"),
+        (CLAIMED, "taken by a worker"),
+        (ENGINE, "its cluster engine's job changed"),
+        (CANCEL_REQUESTED, "cancel requested"),
+        (CANCELLED_BEFORE_START, "cancelled before it started"),
+        (RESUME_REQUESTED, "resume requested"),
+        (HANDED_BACK, "handed back by a worker shutting down"),
+        (FINISHED, "its trainer ended"),
+        (LEASE_EXPIRED, "its worker stopped answering"),
+    ]
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="transitions")
+    at = models.DateTimeField(default=timezone.now)
+    cause = models.CharField(max_length=30, choices=CAUSES)
+    state = models.CharField(max_length=20)  # the run's state after it
+    message = models.TextField(blank=True)
+    # who asked (a launch, a cancel, a resume); a worker's name for a claim; blank for the rest
+    by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    worker = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["run", "-id"], name="run_transition_latest")]
+
+    @classmethod
+    def page(cls, run_id: int, before: int | None = None, limit: int = 100) -> tuple[list, int | None]:
+        """The run's latest `limit` rows before the row `before` (newest first), and the `before` of the page
+        after them (None on the last)."""
+        rows = cls.objects.filter(run_id=run_id).select_related("by").order_by("-id")
+        if before is not None:
+            rows = rows.filter(id__lt=before)
+        found = list(rows[:limit + 1])
+        return found[:limit], (found[limit - 1].pk if len(found) > limit else None)
+
+    def to_json(self) -> dict:
+        return {
+            "id": self.pk,
+            "at": self.at.isoformat(),
+            "cause": self.cause,
+            "cause_title": self.get_cause_display(),
+            "state": self.state,
+            "message": self.message,
+            "by": self.by.username if self.by_id else None,
+            "worker": self.worker,
         }
 
 

@@ -20,7 +20,7 @@ from . import launch_form
 from .health import check, no_worker_for, shown_to
 from .history import prompt_history, prompt_texts
 from .listing import run_listing
-from .models import Run
+from .models import Run, RunTransition
 from .search import SEARCH_PARAMS, SearchError, search, search_orders
 from .queries import (
     chart_metrics,
@@ -91,11 +91,16 @@ def run_detail(request, pk):
         "role": role,
         "can_act": can_act,
     }
+    transitions, older = RunTransition.page(run.pk, limit=HISTORY_ON_PAGE)
     return render(request, "runs/detail.html", {
         "run": run, "initial": initial, "iterations": run.rzero_iterations(), "role": role, "can_act": can_act,
         "hp_rows": hp_rows, "alert_rule_rows": alert_rule_rows, "cloned_from": source,
-        "no_worker_for_queue": no_worker_for(run),
+        "no_worker_for_queue": no_worker_for(run), "transitions": transitions, "older_transitions": older,
     })
+
+
+# The run page lists this many of the run's latest state changes; the API pages through the rest.
+HISTORY_ON_PAGE = 50
 
 
 @login_required
