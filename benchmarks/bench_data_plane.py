@@ -315,7 +315,7 @@ def main() -> int:
                                      series_length_is("entropy", 2000))
         ev["read10000"] = read_median(session, f"{base}/runs/{run10k.pk}/metrics?names=entropy", repeats,
                                       series_length_is("entropy", 10000))
-        from webapp.runs.models import MetricChunk, MetricPoint, MetricSeries
+        from webapp.metrics.models import MetricChunk, MetricPoint, MetricSeries
 
         # every metric point stored, open or in a chunk (clock points are overhead, not counted)
         metric_points = MetricPoint.objects.filter(series__clock=False).count() + sum(

@@ -16,6 +16,7 @@ urlpatterns = [
     path("runs/<id:pk>/resume", runs.run_resume),
     path("runs/<id:pk>/clone", runs.run_clone),
     path("runs/<id:pk>/transitions", runs.run_transitions),
+    path("runs/<id:pk>/alerts", runs.run_alerts),
     path("runs/<id:pk>/metrics", runs.run_metrics),
     path("runs/<id:pk>/metrics/export", runs.run_metrics_export),
     path("compare", runs.compare),
@@ -39,5 +40,4 @@ urlpatterns += [
     path("alerts", alerts.alerts),
     path("alerts/<id:pk>/acknowledge", alerts.acknowledge),
     path("alerts/<id:pk>/resolve", alerts.resolve),
-    path("runs/<id:pk>/alerts", alerts.run_alerts),
 ]

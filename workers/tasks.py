@@ -2,7 +2,7 @@
 the web side, which sends them by name (webapp/tasks.py)."""
 from celery import shared_task
 
-from webapp.alerts import delivery, engine
+from webapp.alerts import delivery
 from webapp.prompts import uploads
 from webapp.runs import lifecycle
 from webapp.external import grouping, similarity
@@ -37,7 +37,7 @@ def send_alert_email(alert_id: int, event: str):
 @shared_task(name=CHECK_STALLED)
 def check_stalled_runs():
     """Periodic (celery beat in the alerts worker): running runs whose log went silent."""
-    return engine.check_stalled()
+    return lifecycle.check_stalled()
 
 
 @shared_task(name=REAP_RUNS)

@@ -8,7 +8,8 @@ from tests.factories import event_log, make_prompt_set, make_team
 from webapp.alerts import engine
 from webapp.alerts.models import Alert, TeamAlertRules, Webhook, WebhookDelivery
 from webapp.runs import lifecycle
-from webapp.runs.models import MetricPoint, Run
+from webapp.metrics.models import MetricPoint
+from webapp.runs.models import Run
 from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db
@@ -128,9 +129,9 @@ def test_a_silent_running_run_is_stalled_until_events_resume(run, django_capture
     events = metric_events(healthy(2))
     ingest_each(run, events, django_capture_on_commit_callbacks)
     last = events[-1]["time"]
-    assert engine.check_stalled(now=last + 60) == 0
-    assert engine.check_stalled(now=last + 16 * 60) == 1
-    assert engine.check_stalled(now=last + 17 * 60) == 1
+    assert lifecycle.check_stalled(now=last + 60) == 0
+    assert lifecycle.check_stalled(now=last + 16 * 60) == 1
+    assert lifecycle.check_stalled(now=last + 17 * 60) == 1
     assert Alert.objects.get(run=run, rule="stalled").state == "open"
     ingest_each(run, metric_events(healthy(1), start_seq=10, start_step=3), django_capture_on_commit_callbacks)
     assert Alert.objects.get(run=run, rule="stalled").state == "resolved"

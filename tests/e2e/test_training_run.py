@@ -9,7 +9,8 @@ import pytest
 
 from tests.e2e.helpers import SMALL_TTRL, LiveMessages, trainer_pids
 from tests.factories import make_prompt_set
-from webapp.runs.models import Group, MetricSeries, Rollout, TextIndexMark
+from webapp.metrics.models import MetricSeries
+from webapp.runs.models import Group, Rollout, TextIndexMark
 
 pytestmark = pytest.mark.e2e
 

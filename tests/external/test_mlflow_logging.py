@@ -6,7 +6,8 @@ import pytest
 from tests.external.conftest import error_of
 from webapp.alerts.models import Alert
 from webapp.external.models import ExternalRun
-from webapp.runs.models import MetricSeries, Run, RunEvent
+from webapp.metrics.models import MetricSeries
+from webapp.runs.models import Run, RunEvent
 from webapp.runs.queries import metric_series
 
 pytestmark = pytest.mark.django_db

@@ -7,7 +7,7 @@ import pytest
 from django.http import StreamingHttpResponse
 
 from tests.factories import make_prompt_set
-from webapp.runs import series
+from webapp.metrics import series
 from webapp.runs.models import Run
 from webapp.runs.ingestion import ingest_events
 

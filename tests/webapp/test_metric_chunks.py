@@ -1,13 +1,14 @@
-"""Long series close into chunks rendered once (webapp/runs/series.py) and read back exactly."""
+"""Long series close into chunks rendered once (webapp/metrics/series.py) and read back exactly."""
 import json
 
 import pytest
 
 from tests.factories import make_prompt_set
 from webapp.alerts.engine import load_history
-from webapp.runs import series
-from webapp.runs.models import MetricChunk, MetricPoint, Run
-from webapp.runs.series import CHUNK_STEPS, OPEN_TAIL
+from webapp.metrics import series
+from webapp.metrics.models import MetricChunk, MetricPoint
+from webapp.runs.models import Run
+from webapp.metrics.series import CHUNK_STEPS, OPEN_TAIL
 from webapp.runs.queries import metric_series
 from webapp.runs.ingestion import ingest_events
 

@@ -5,7 +5,8 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from tests.factories import event_log, live_messages, make_prompt_set
-from webapp.runs.models import Group, MetricPoint, Rollout, Run, RunEvent
+from webapp.metrics.models import MetricPoint
+from webapp.runs.models import Group, Rollout, Run, RunEvent
 from webapp.runs.queries import metric_series
 from webapp.runs.ingestion import ingest_events
 from workers.event_tail import EventTail

@@ -9,7 +9,6 @@ from webapp.accounts.access import require_role
 from webapp.accounts.models import Membership, Team
 from webapp.api import api_view, error, json_body
 from webapp.numbers import whole_number
-from webapp.runs.api_views import with_run
 
 from . import engine
 from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
@@ -46,13 +45,6 @@ def alerts(request):
         found = found.filter(team_id=team)
     if run is not None:
         found = found.filter(run_id=run)
-    return JsonResponse({"alerts": [a.to_json() for a in found[:MAX_ALERTS]]})
-
-
-@api_view(["GET"])
-@with_run
-def run_alerts(request, run):
-    found = Alert.objects.filter(run=run).select_related("run", "acknowledged_by").order_by("created_at", "id")
     return JsonResponse({"alerts": [a.to_json() for a in found[:MAX_ALERTS]]})
 
 

@@ -7,7 +7,6 @@ failed (webapp/runs/lifecycle.py) and by the periodic stalled-run check."""
 import bisect
 import logging
 import math
-import time
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -17,7 +16,9 @@ from django.utils import timezone
 from rl.alert_rule_specs import RULES, resolve_thresholds
 from rl.alert_rules import History, evaluate_run_failed, evaluate_stalled, evaluate_step_rules
 from webapp.live import push_on_commit
-from webapp.runs import bulk
+from webapp import bulk
+from webapp.metrics import series
+from webapp.metrics.models import MetricSeries
 from webapp.tasks import DELIVER_WEBHOOK, SEND_ALERT_EMAIL, send_on_commit
 
 from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
@@ -53,9 +54,7 @@ def load_history(run, up_to_step: int | None = None, tail_from: int | None = Non
 
 def _load_by_step(run, up_to_step: int | None, tail_from: int | None) -> dict:
     """{step: {name: value}} of what load_history reads. Each series is read by step range
-    (webapp/runs/series.py), never scanned whole."""
-    from webapp.runs import series
-    from webapp.runs.models import MetricSeries
+    (webapp/metrics/series.py), never scanned whole."""
 
     names = dict(
         MetricSeries.objects.filter(run=run, clock=False)
@@ -217,23 +216,13 @@ def run_failed(run) -> Alert | None:
     return apply_finding(run, "run_failed", finding, run.last_step) if finding else None
 
 
-def check_stalled(now: float | None = None) -> int:
-    """Open `stalled` alerts for running runs whose log has been silent too long; returns
-    how many are stalled. Run periodically (workers.tasks.check_stalled_runs)."""
-    from webapp.runs.models import Run
-    from webapp.runs.queries import run_last_event_time
-
-    now = time.time() if now is None else now
-    stalled = 0
-    for run in Run.objects.filter(state=Run.RUNNING).select_related("team"):
-        last = run_last_event_time(run)
-        if last is None:
-            last = run.started_at.timestamp() if run.started_at else now
-        finding = evaluate_stalled(max(0.0, now - last), run.last_step, thresholds_for(run))
-        if finding is not None:
-            stalled += 1
-            apply_finding(run, "stalled", finding, run.last_step)
-    return stalled
+def judge_silence(run, silent_seconds: float) -> bool:
+    """Open (or keep) the run's `stalled` alert when its log has been silent for `silent_seconds`, beyond its
+    rule's limit; whether it is stalled. The periodic check of running runs (lifecycle.check_stalled) calls it."""
+    finding = evaluate_stalled(max(0.0, silent_seconds), run.last_step, thresholds_for(run))
+    if finding is not None:
+        apply_finding(run, "stalled", finding, run.last_step)
+    return finding is not None
 
 
 def end_of_run(run) -> None:

@@ -15,6 +15,9 @@ class AlertQuerySet(models.QuerySet):
         return self.filter(state__in=Alert.ACTIVE)
 
 
+MAX_OF_RUN = 500
+
+
 class Alert(models.Model):
     """A rule's condition holding on a run (DESIGN §4.5). At most one active (open or
     acknowledged) alert per (run, rule): a condition that persists updates it, one that
@@ -56,6 +59,12 @@ class Alert(models.Model):
 
     def __str__(self):
         return f"{self.rule} on run {self.run_id} ({self.state})"
+
+    @classmethod
+    def of_run_json(cls, run) -> list[dict]:
+        """The run's alerts, oldest first, at most MAX_OF_RUN (GET /api/runs/{id}/alerts, the run page)."""
+        found = cls.objects.filter(run=run).select_related("run", "acknowledged_by").order_by("created_at", "id")
+        return [a.to_json() for a in found[:MAX_OF_RUN]]
 
     def to_json(self):
         return {

@@ -25,8 +25,10 @@ from rl.answer_rules import answer_rule
 from rl.answers import answers_equal, majority_vote
 from rl.metrics import LabelMonitor, unique_answers
 from webapp.prompts.models import Prompt, PromptSet
-from webapp.runs import bulk, ingestion
-from webapp.runs.models import Group, MetricPoint, MetricSeries, Rollout, Run
+from webapp import bulk
+from webapp.runs import ingestion
+from webapp.metrics.models import MetricPoint, MetricSeries
+from webapp.runs.models import Group, Rollout, Run
 from webapp.tasks import EMBED_EXTERNAL_GROUPS, GROUP_EXTERNAL_ROLLOUTS, INDEX_ROLLOUT_TEXT, send, send_on_commit
 
 from .models import ExternalRun, PendingRollout

@@ -13,7 +13,7 @@ import re
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from webapp.runs import series
+from webapp.metrics import series
 
 from . import experiments, reporting
 from .experiments import Caller, experiment_json

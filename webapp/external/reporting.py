@@ -15,7 +15,9 @@ from rl.answer_rules import answer_rule
 from rl.methods import METHODS
 from rl.trainer_metrics import TRAINERS, detect_trainer, with_design_names
 from webapp.accounts.models import Membership
-from webapp.runs import bulk, ingestion, lifecycle, series
+from webapp import bulk
+from webapp.metrics import series
+from webapp.runs import ingestion, lifecycle
 from webapp.runs.models import Run
 
 from .experiments import Caller

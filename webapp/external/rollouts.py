@@ -19,7 +19,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from webapp.plain_text import storable
-from webapp.runs import bulk
+from webapp import bulk
 from webapp.runs.models import Group, Rollout, Run
 from webapp.tasks import GROUP_EXTERNAL_ROLLOUTS, send_on_commit
 

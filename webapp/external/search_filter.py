@@ -8,7 +8,7 @@ import binascii
 import re
 from dataclasses import dataclass
 
-from webapp.runs import series
+from webapp.metrics import series
 
 from .mlflow_protocol import STATUS_OF_STATE, invalid
 from .models import Experiment, ExternalRun

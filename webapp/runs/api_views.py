@@ -5,11 +5,13 @@ from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
 from rl.methods import METHODS
 from webapp.accounts.access import team_for_new_object
+from webapp.alerts.models import Alert
 from webapp.api import api_view, error, json_body
+from webapp.metrics import series
 from webapp.numbers import is_whole_number, whole_number
 from webapp.prompts.models import PromptSet
 
-from . import exports, series
+from . import exports
 from .actions import RunInputError, cancel_run, clone_run, launch_run, resume_run
 from .history import prompt_history
 from .models import Group, Run, RunTransition
@@ -148,6 +150,12 @@ def _series_params(request):
     if numbers["max_points"] is not None and numbers["max_points"] < 2:
         return None, error("max_points must be at least 2 (each bucket keeps its min and max)", field="max_points")
     return {"names": names, **numbers}, None
+
+
+@api_view(["GET"])
+@with_run
+def run_alerts(request, run):
+    return JsonResponse({"alerts": Alert.of_run_json(run)})
 
 
 @api_view(["GET"])

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from django.conf import settings
 
-from . import series
-from .models import MetricSeries
+from webapp.metrics import series
+from webapp.metrics.models import MetricSeries
 
 FORMATS = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
 METRIC_SCHEMA = pa.schema([("name", pa.string()), ("step", pa.int64()), ("value", pa.float64()),

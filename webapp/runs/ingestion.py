@@ -19,8 +19,9 @@ from rl.metrics import group_summary, similarity_mean
 from webapp.alerts import engine as alerts
 from webapp.live import push_on_commit
 from webapp.plain_text import storable
+from webapp import bulk
+from webapp.metrics import series
 from webapp.runs import lifecycle
-from webapp.runs import bulk, series
 from webapp.runs.models import Group, Rollout, Run, RunEvent, RZeroQuestion
 from webapp.runs.table_statistics import keep_statistics
 
@@ -292,7 +293,7 @@ DERIVED_HEALTH = ("invalid_ratio", "truncated_ratio", "zero_variance_groups")
 
 def _store_metrics(run, events, first_new_step, last_step, known_series):
     """Metric values as points of their series, and each metrics/eval event's time as a point of its
-    clock series (webapp/runs/series.py)."""
+    clock series (webapp/metrics/series.py)."""
     latest = {}  # (clock, name, step) -> value; within a batch too, the later event wins
     for e in events:
         kind = e["type"]

@@ -15,6 +15,7 @@ from rl.methods import METHODS
 from webapp.accounts.access import require_role, role_in, teams_of
 from webapp.accounts.models import Membership
 from webapp.accounts.teams import current_team
+from webapp.alerts.models import TeamAlertRules
 from webapp.numbers import whole_number
 from webapp.prompts.models import PromptSet
 
@@ -88,8 +89,6 @@ def launchable_teams(user) -> list:
 
 def team_thresholds(team_ids) -> dict:
     """Each team's effective alert thresholds: the defaults under the team's overrides."""
-    from webapp.alerts.models import TeamAlertRules
-
     stored = dict(TeamAlertRules.objects.filter(team_id__in=list(team_ids)).values_list("team_id", "overrides"))
     result = {}
     for team_id in team_ids:

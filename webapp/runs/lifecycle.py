@@ -16,6 +16,7 @@ with resume, at most RUN_AUTO_RESUMES times, then fails it; a cancel request on 
 gone (rl/train.py) and is killed by the next supervisor of the run before it starts another
 (workers/supervisor.py, the run's lock)."""
 import logging
+import time
 from collections import Counter
 from datetime import timedelta
 
@@ -24,10 +25,12 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from webapp.alerts import engine as alerts
 from webapp.live import push_on_commit
 from webapp.tasks import TRAIN_RUN, send_on_commit
 
 from .models import Run, RunTransition
+from .queries import run_last_event_time
 
 log = logging.getLogger(__name__)
 
@@ -230,8 +233,6 @@ def finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tai
     """The trainer has exited: record how, tell watchers, and raise `run_failed` on failure. With
     `owner`, only while that supervisor still holds the run (False otherwise, and nothing is written).
     `finished_at`: when, if the trainer says (a run trained elsewhere); else now."""
-    from webapp.alerts.engine import end_of_run, run_failed
-
     with transaction.atomic():
         rows = Run.objects.filter(pk=run.pk)
         if owner is not None:
@@ -251,9 +252,9 @@ def finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tai
         announce(run.pk, RunTransition.FINISHED, worker=owner or "")
         run.refresh_from_db()
         if state == Run.FAILED:
-            run_failed(run)
+            alerts.run_failed(run)
         else:
-            end_of_run(run)
+            alerts.end_of_run(run)
     return True
 
 
@@ -290,8 +291,6 @@ def reap(now=None) -> dict:
 
 def reap_run(run_id: int, now=None) -> str | None:
     """End or re-queue one running run whose lease has expired; None if it has not (or is not running)."""
-    from webapp.alerts.engine import end_of_run, run_failed
-
     now = now or timezone.now()
     with transaction.atomic():
         run = Run.objects.select_for_update().filter(_lease_expired(now), pk=run_id, state__in=Run.SUPERVISED,
@@ -324,10 +323,23 @@ def reap_run(run_id: int, now=None) -> str | None:
         if outcome in ("resumed", "reattached"):
             dispatch(run)
         elif outcome == "failed":
-            run_failed(run)
+            alerts.run_failed(run)
         else:
-            end_of_run(run)
+            alerts.end_of_run(run)
     return outcome
+
+
+def check_stalled(now: float | None = None) -> int:
+    """Running runs whose log has been silent too long get a `stalled` alert; how many are stalled. Periodic
+    (workers.tasks.check_stalled_runs), runs trained elsewhere included: they have no lease, only a log."""
+    now = time.time() if now is None else now
+    stalled = 0
+    for run in Run.objects.filter(state=Run.RUNNING).select_related("team"):
+        last = run_last_event_time(run)
+        if last is None:
+            last = run.started_at.timestamp() if run.started_at else now
+        stalled += alerts.judge_silence(run, now - last)
+    return stalled
 
 
 def _when(moment) -> str:

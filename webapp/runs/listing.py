@@ -9,12 +9,15 @@ from django.db.models.expressions import RawSQL
 
 from rl.methods import METHODS
 from webapp.accounts.access import teams_of
+from webapp.alerts.models import Alert
 from webapp.accounts.teams import current_team
 from webapp.numbers import whole_number
 from webapp.prompts.models import PromptSet
 
 from .health import no_worker_for, worker_command
-from .models import MetricPoint, Run
+from webapp.metrics.models import MetricPoint
+
+from .models import Run
 
 MAX_LISTED = 200
 # (metric name, column title, decimals): the last value of each is shown per run. The
@@ -99,8 +102,6 @@ def _last_metric_annotations() -> dict:
 
 def _attach_alerts(runs: list) -> None:
     """Active (open or acknowledged) alerts of all listed runs in one query."""
-    from webapp.alerts.models import Alert
-
     by_run = {r.pk: {} for r in runs}
     rows = Alert.objects.active().filter(run_id__in=list(by_run)).values_list("run_id", "id", "severity")
     for run_id, alert_id, severity in rows:

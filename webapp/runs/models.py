@@ -6,22 +6,20 @@ from django.urls import reverse
 from django.utils import timezone
 
 from rl.methods import METHODS
+from webapp.accounts.models import Membership, Team
+from webapp.bulk import fetch
+# the metric store's models belong to this app (their tables and migrations are runs'): imported here to register them
+from webapp.metrics.models import MetricChunk, MetricPoint, MetricSeries  # noqa: F401
 
 
 class RunQuerySet(models.QuerySet):
     def visible_to(self, user):
-        from webapp.accounts.models import Team
-
         return self.filter(team__in=Team.objects.of(user), deleted_at__isnull=True)
 
     def visible_id(self, user, pk) -> int | None:
         """pk when that run exists and `user` may see it (visible_to's rule: a member of its team), else
         None. One fixed statement for the read endpoints that need nothing of the run but its id (the
         metrics API answers in a few milliseconds; compiling visible_to cost a millisecond of them)."""
-        from webapp.accounts.models import Membership
-
-        from .bulk import fetch
-
         if user is None or not user.is_authenticated:
             return None
         rows = fetch(f"SELECT r.id FROM {self.model._meta.db_table} r WHERE r.id = %s AND r.deleted_at IS NULL AND r.team_id IN "
@@ -97,7 +95,7 @@ class Run(models.Model):
     resume_requested = models.BooleanField(default=False)
     last_seq = models.IntegerField(default=-1)
     last_step = models.IntegerField(null=True, blank=True)
-    # Steps below this are kept as MetricChunk rows, steps from it on as MetricPoint rows (webapp/runs/series.py).
+    # Steps below this are kept as MetricChunk rows, steps from it on as MetricPoint rows (webapp/metrics/series.py).
     series_closed_until = models.IntegerField(default=0)
     # The lease (webapp/runs/lifecycle.py): who supervises the running run ("host:pid:token") and when
     # it last said so; a run whose heartbeat is older than RUN_LEASE_SECONDS has lost its supervisor.
@@ -313,64 +311,6 @@ class RunEvent(models.Model):
     class Meta:
         ordering = ["seq"]
         constraints = [models.UniqueConstraint(fields=["run", "seq"], name="unique_event_seq_per_run")]
-
-
-class MetricSeries(models.Model):
-    """One named series of a run: a metric ("entropy", "eval/pass@16"), or a clock.
-
-    A clock series holds, for every step, the unix time of the event of one type ("metrics" or "eval")
-    that logged that step: a point's time is its clock's value at the same step (clock_for), so a
-    point row stays three narrow columns and the time of a step is stored once, not once per metric."""
-
-    # 4-byte ids: each point row carries one, and narrow points are the point of this table.
-    id = models.AutoField(primary_key=True)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="series")
-    name = models.CharField(max_length=200)
-    clock = models.BooleanField(default=False)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["run", "clock", "name"], name="unique_series_name_per_run")]
-
-    @staticmethod
-    def clock_for(name: str) -> str:
-        """The clock of a metric: eval/ metrics come from eval events, the rest from metrics events."""
-        return "eval" if name.startswith("eval/") else "metrics"
-
-
-class MetricPoint(models.Model):
-    """One value of a series at one step. The primary key (series, step) is the only index: a
-    series read is one range scan in step order, and a point costs about 70 bytes on PostgreSQL.
-    A step logged twice (a resumed run replaying steps after its checkpoint) keeps the later value."""
-
-    pk = models.CompositePrimaryKey("series", "step")
-    # no index of its own: the primary key's leads with series
-    series = models.ForeignKey(MetricSeries, on_delete=models.CASCADE, related_name="points", db_index=False)
-    step = models.IntegerField()
-    value = models.FloatField(null=True)
-
-    class Meta:
-        ordering = ["series", "step"]
-
-
-class MetricChunk(models.Model):
-    """A closed stretch of a series (CHUNK_STEPS steps of the run, never written again unless a step
-    in it is logged again) kept as the JSON the API sends: `steps`, `values` and `times` are the
-    bodies of JSON lists ("1,2,3"), rendered once when the chunk closes, so a long series is read as
-    a few rows and sent without formatting a number (webapp/runs/series.py)."""
-
-    pk = models.CompositePrimaryKey("series", "first_step")
-    series = models.ForeignKey(MetricSeries, on_delete=models.CASCADE, related_name="chunks", db_index=False)
-    first_step = models.IntegerField()  # where the chunk's range starts, a multiple of CHUNK_STEPS
-    last_step = models.IntegerField()  # the last step it holds
-    steps = models.TextField()
-    values = models.TextField()
-    times = models.TextField()
-    # The steps (int32) then the values (float64, NaN where missing), little-endian: what an overview
-    # thins (the run page's first paint) without parsing the JSON; times come from the clock's chunk.
-    packed = models.BinaryField()
-
-    class Meta:
-        ordering = ["series", "first_step"]
 
 
 class Group(models.Model):

@@ -5,8 +5,8 @@ import math
 from django.db.models import Max
 
 from rl.methods import METHODS
+from webapp.metrics import series
 
-from . import series
 from .models import Group, Run, RunEvent
 
 LIVE_CHART_METRICS = ["entropy", "response_length/mean", "reward/mean", "majority_ratio", "label_accuracy"]
@@ -37,7 +37,7 @@ def metric_series(run: Run, names: list[str] | None = None, since_step: int | No
 
 def metric_series_of_runs(run_ids: list[int], names: list[str] | None = None, since_step: int | None = None,
                           max_points: int | None = None) -> dict:
-    """metric_series for several runs at once: {run_id: {name: series}} (webapp/runs/series.py reads them)."""
+    """metric_series for several runs at once: {run_id: {name: series}} (webapp/metrics/series.py reads them)."""
     result = {}
     for run_id, found in series.read(run_ids, names, since_step).items():
         result[run_id] = {name: item.lists() for name, item in found.items()}
@@ -177,14 +177,6 @@ def groups_at(run: Run, step: int | None, prompt_id: str | None = None):
 def stage_events(run: Run) -> list[dict]:
     """R-Zero's stage events in order: {iteration, phase, state, ...}."""
     return [e.payload for e in RunEvent.objects.filter(run=run, type="stage").order_by("seq")]
-
-
-def run_alerts_json(run: Run) -> list[dict]:
-    """The run's alerts (DESIGN §4.5), oldest first, as GET /api/runs/{id}/alerts has them."""
-    from webapp.alerts.models import Alert
-
-    found = Alert.objects.filter(run=run).select_related("run", "acknowledged_by").order_by("created_at", "id")
-    return [a.to_json() for a in found[:500]]
 
 
 def hyperparameter_diff(runs: list[Run]) -> dict:

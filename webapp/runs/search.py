@@ -22,7 +22,9 @@ from django.db.models.expressions import RawSQL
 from webapp.prompts.models import Prompt
 from webapp.numbers import MAX_DIGITS, whole_number
 
-from . import bulk, search_indexes, text_search
+from webapp import bulk
+
+from . import search_indexes, text_search
 from .models import Group, Rollout, Run, RZeroQuestion
 
 INDEXED_ORDERS = ("step", "reward", "advantage", "length")

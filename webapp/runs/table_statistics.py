@@ -13,8 +13,9 @@ import time
 
 from django.db import DatabaseError, connection, transaction
 
-from webapp.runs import bulk
-from webapp.runs.models import Group, MetricChunk, MetricPoint, Rollout, RolloutText, RunEvent, TextIndexMark
+from webapp import bulk
+from webapp.metrics.models import MetricChunk, MetricPoint
+from webapp.runs.models import Group, Rollout, RolloutText, RunEvent, TextIndexMark
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from django.db.models import BooleanField
 from django.db.models.expressions import RawSQL
 
-from . import bulk
+from webapp import bulk
 from .models import Rollout, RolloutText, TextIndexMark
 
 TABLE, ROLLOUTS, MARKS = RolloutText._meta.db_table, Rollout._meta.db_table, TextIndexMark._meta.db_table

@@ -12,9 +12,11 @@ from django.views.decorators.http import require_POST
 from rl.answers import matches_reference
 from webapp.accounts.access import require_role, role_in
 from webapp.accounts.models import Membership
+from webapp.alerts.models import Alert
+from webapp.metrics import series
 from webapp.numbers import whole_number
 
-from . import metric_groups, series
+from . import metric_groups
 from .actions import RunInputError, cancel_run, resume_run
 from . import launch_form
 from .health import check, no_worker_for, shown_to
@@ -33,7 +35,6 @@ from .queries import (
     latest_similarity_groups,
     metric_series_of_runs,
     resume_points,
-    run_alerts_json,
     run_last_event_time,
     run_time_origin,
     stage_events,
@@ -87,7 +88,7 @@ def run_detail(request, pk):
         "started": has_started(run),
         "time_origin": run_time_origin(run),
         "last_event_time": run_last_event_time(run),
-        "alerts": run_alerts_json(run),
+        "alerts": Alert.of_run_json(run),
         "role": role,
         "can_act": can_act,
     }

@@ -20,9 +20,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from webapp import bulk
+from .models import MetricChunk, MetricPoint, MetricSeries
 
-from . import bulk
-from .models import MetricChunk, MetricPoint, MetricSeries, Run
+# The run's row keeps how far its series are closed (Run.series_closed_until); the store writes it through
+# its own rows' link to the run, with no import of the runs package (which imports this one).
+Run = MetricSeries._meta.get_field("run").related_model
 
 CHUNK_STEPS = 500
 # Steps that stay open behind the newest: the run list reads each series' latest point, and a live
