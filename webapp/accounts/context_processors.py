@@ -1,3 +1,4 @@
+from .access import teams_of
 from .teams import current_team
 
 
@@ -6,6 +7,4 @@ def teams(request):
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return {}
-    from .access import teams_of
-
     return {"my_teams": list(teams_of(user)), "current_team": current_team(request)}

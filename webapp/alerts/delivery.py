@@ -11,7 +11,10 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
+from webapp.accounts.models import Membership
+
 from . import outbound
+from .engine import notification_text, run_url
 from .models import Alert, WebhookDelivery
 
 log = logging.getLogger(__name__)
@@ -101,8 +104,6 @@ def _attempt(delivery: WebhookDelivery) -> float | None:
 
 
 def recipients(alert: Alert) -> list[str]:
-    from webapp.accounts.models import Membership
-
     emails = (Membership.objects.filter(team_id=alert.team_id).exclude(user__email="")
               .values_list("user__email", flat=True))
     return sorted(set(emails))
@@ -110,8 +111,6 @@ def recipients(alert: Alert) -> list[str]:
 
 def send_email(alert_id: int, event: str) -> int:
     """Email the team's members about an alert; returns how many messages went out."""
-    from .engine import notification_text, run_url
-
     alert = Alert.objects.select_related("run", "team").filter(pk=alert_id).first()
     if alert is None:
         return 0

@@ -2,13 +2,13 @@ from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Q
 
+from webapp.accounts.models import Team
+
 from .outbound import destination_problem
 
 
 class AlertQuerySet(models.QuerySet):
     def visible_to(self, user):
-        from webapp.accounts.models import Team
-
         return self.filter(team__in=Team.objects.of(user))
 
     def active(self):

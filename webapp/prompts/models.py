@@ -1,13 +1,13 @@
 from django.conf import settings
 from django.db import models, transaction
 
+from webapp.accounts.models import Team
+
 
 class TeamQuerySet(models.QuerySet):
     """Rows of a team: visible to its members (prompt sets and the uploads that become them)."""
 
     def visible_to(self, user):
-        from webapp.accounts.models import Team
-
         return self.filter(team__in=Team.objects.of(user))
 
 

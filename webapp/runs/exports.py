@@ -24,6 +24,8 @@ from django.conf import settings
 from webapp.metrics import series
 from webapp.metrics.models import MetricSeries
 
+from .search import SearchError, search
+
 FORMATS = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
 METRIC_SCHEMA = pa.schema([("name", pa.string()), ("step", pa.int64()), ("value", pa.float64()),
                            ("time", pa.float64())])
@@ -78,8 +80,6 @@ EXPORT_PAGE, FIRST_EXPORT_PAGE = 1000, 100
 def rollout_pages(run_id: int, params: dict):
     """Every rollout the search `params` match, a keyset page of EXPORT_PAGE at a time (search.py), in
     the search's order: the export holds exactly what paging through the search would show."""
-    from .search import SearchError, search
-
     # a short first page: the download starts as soon as its first rows are read
     params = {**params, "limit": FIRST_EXPORT_PAGE, "cursor": None}
     first = True

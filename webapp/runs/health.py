@@ -4,6 +4,8 @@ import time
 from django.conf import settings
 from django.db import connection
 
+from webapp.tasks import app
+
 
 def run_checks() -> tuple[int, dict]:
     """db and redis: "ok" or the error; workers: how many Celery workers answered a ping (up to a second)."""
@@ -20,8 +22,6 @@ def run_checks() -> tuple[int, dict]:
     except Exception as exc:  # noqa: BLE001
         body["redis"] = f"error: {exc}"
     else:
-        from webapp.tasks import app
-
         try:
             body["workers"] = len(app.control.ping(timeout=1.0) or [])
         except Exception:  # noqa: BLE001 - a broker hiccup means no worker answered
@@ -82,8 +82,6 @@ def queues_with_consumers(refresh: bool = False) -> set[str] | None:
     now = time.monotonic()
     if not refresh and _queues_cache["at"] is not None and now - _queues_cache["at"] < QUEUE_CHECK_SECONDS:
         return _queues_cache["queues"]
-    from webapp.tasks import app
-
     try:
         replies = app.control.inspect(timeout=1.0).active_queues() or {}
         queues = {q["name"] for worker_queues in replies.values() for q in (worker_queues or []) if q.get("name")}

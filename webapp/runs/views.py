@@ -16,9 +16,9 @@ from webapp.alerts.models import Alert
 from webapp.metrics import series
 from webapp.numbers import whole_number
 
-from . import metric_groups
+from . import launch_form, metric_groups
 from .actions import RunInputError, cancel_run, resume_run
-from . import launch_form
+from .api_views import MAX_COMPARED_RUNS, parse_run_ids
 from .health import check, no_worker_for, shown_to
 from .history import prompt_history, prompt_texts
 from .listing import run_listing
@@ -212,8 +212,6 @@ def healthz(request):
 def compare(request):
     """/compare/?runs=1,2,3: the metrics two or more runs share, overlaid, and their
     hyperparameters side by side. A run the user may not see is a 404, as on its own page."""
-    from .api_views import MAX_COMPARED_RUNS, parse_run_ids
-
     visible = Run.objects.visible_to(request.user)
     raw = [v for v in request.GET.getlist("runs") if v.strip()]
     if not raw:
