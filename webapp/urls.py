@@ -14,6 +14,7 @@ urlpatterns = [
     path("mlflow/", include("webapp.external.urls")),
     path("prompt-sets/", include("webapp.prompts.urls")),
     path("teams/", include("webapp.accounts.urls")),
+    path("teams/", include("webapp.alerts.urls")),
     path("", include("webapp.runs.urls")),
 ]
 

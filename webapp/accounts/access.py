@@ -4,6 +4,7 @@ Anything of a team the user is not in must answer exactly like something that do
 exist, so lookups filter by team first and only then by id: a 404 never tells an
 outsider whether the id exists."""
 from django.core.exceptions import PermissionDenied
+from django.http import Http404
 
 from .models import Membership, Team
 
@@ -20,6 +21,14 @@ class TeamChoiceError(ValueError):
 
 def teams_of(user):
     return Team.objects.of(user)
+
+
+def team_or_404(user, pk) -> Team:
+    """The team `pk` when `user` is in it; a 404 otherwise (another team's pages answer like a missing one)."""
+    team = teams_of(user).filter(pk=pk).first()
+    if team is None:
+        raise Http404("no such team")
+    return team
 
 
 def role_in(user, team) -> str | None:

@@ -8,5 +8,4 @@ urlpatterns = [
     path("switch/", views.switch, name="switch"),
     path("join/<str:key>/", views.join, name="join"),
     path("<id:pk>/", views.team_detail, name="detail"),
-    path("<id:pk>/alerts/", views.team_alerts, name="alerts"),
 ]

@@ -1,34 +1,24 @@
-"""Team pages: the switcher, the team page (members and roles; webhooks and alert rules
-for admins) and the team's alerts. Anything of a team the user is not in is a 404."""
+"""Team pages: the switcher, the team page (members, roles and invitations) and joining by invitation.
+Anything of a team the user is not in is a 404. The team's alerts, webhooks and alert rules are the alerts
+app's pages (webapp/alerts/views.py)."""
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
-from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from rl.alert_rule_specs import RULES, AlertRuleError, resolve_thresholds, validate_overrides
-from webapp.alerts.models import Alert, TeamAlertRules, Webhook, WebhookDelivery
-
-from .access import require_role, role_in, teams_of
-from .models import Invitation, InvitationError, Membership, Team
+from .access import require_role, role_in, team_or_404, teams_of
+from .models import Invitation, InvitationError, Membership
 from .teams import switch_team
-
-
-def _team_or_404(request, pk) -> Team:
-    team = teams_of(request.user).filter(pk=pk).first()
-    if team is None:
-        raise Http404("no such team")
-    return team
 
 
 @login_required
 @require_POST
 def switch(request):
-    team = _team_or_404(request, request.POST.get("team") or 0)
+    team = team_or_404(request.user, request.POST.get("team") or 0)
     switch_team(request, team)
     next_url = request.POST.get("next") or "/"
     return redirect(next_url if next_url.startswith("/") and not next_url.startswith("//") else "/")
@@ -40,19 +30,9 @@ def team_list(request):
     return render(request, "teams/list.html", {"teams": teams})
 
 
-def _rule_rows(overrides: dict) -> list[dict]:
-    effective = resolve_thresholds(overrides)
-    rows = []
-    for spec in RULES.values():
-        params = [{"param": p, "value": effective[spec.kind].get(p.name), "overridden": p.name in overrides.get(spec.kind, {})}
-                  for p in spec.params]
-        rows.append({"spec": spec, "params": params})
-    return rows
-
-
 @login_required
 def team_detail(request, pk):
-    team = _team_or_404(request, pk)
+    team = team_or_404(request.user, pk)
     role = role_in(request.user, team)
     is_admin = Membership.allows(role, Membership.ADMIN)
     error = field = None
@@ -66,21 +46,18 @@ def team_detail(request, pk):
                 invitation_link = request.build_absolute_uri(reverse("teams:join", args=[key]))
             else:
                 done = _team_action(request, team)
-        except (ValueError, AlertRuleError) as exc:
+        except ValueError as exc:
             error, field = str(exc), getattr(exc, "field", None)
         else:
             if invitation_link is None:
                 messages.success(request, done)
                 return redirect("teams:detail", pk=team.pk)
-    stored = TeamAlertRules.objects.filter(team=team).first()
-    overrides = stored.overrides if stored else {}
     context = {
         "team": team,
         "role": role,
         "is_admin": is_admin,
         "members": Membership.objects.filter(team=team).select_related("user"),
         "roles": [r for r, _ in Membership.ROLES],
-        "open_alerts": Alert.objects.filter(team=team, state=Alert.OPEN).count(),
         "error": error,
         "field": field,
         "invitation_link": invitation_link,
@@ -89,9 +66,6 @@ def team_detail(request, pk):
     if is_admin:
         context.update(
             invitations=Invitation.pending().filter(team=team).select_related("created_by"),
-            webhooks=Webhook.objects.filter(team=team),
-            deliveries=WebhookDelivery.objects.filter(webhook__team=team).select_related("webhook", "alert")[:30],
-            rule_rows=_rule_rows(overrides),
         )
     return render(request, "teams/detail.html", context, status=400 if error else 200)
 
@@ -120,38 +94,7 @@ def _team_action(request, team) -> str:
                 transaction.set_rollback(True)
                 raise ValueError("a team needs at least one admin")
         return f"{membership.user.username}: {'removed' if action == 'remove_member' else membership.role}"
-    if action == "add_webhook":
-        url = request.POST.get("url", "").strip()
-        Webhook.add(team, url, request.user)
-        return f"webhook added: {url}"
-    if action == "delete_webhook":
-        Webhook.objects.filter(team=team, pk=request.POST.get("webhook") or 0).delete()
-        return "webhook removed"
-    if action == "save_rules":
-        overrides = validate_overrides(_overrides_from_form(request.POST))
-        TeamAlertRules.objects.update_or_create(team=team, defaults={"overrides": overrides, "updated_by": request.user})
-        return "alert rules saved"
     raise ValueError(f"unknown action {action!r}")
-
-
-def _overrides_from_form(post) -> dict:
-    """Fields named rule-KIND-PARAM; only values that differ from the defaults are kept as
-    overrides, so a later change of a default still reaches teams that never touched it."""
-    defaults = resolve_thresholds()
-    overrides = {}
-    for spec in RULES.values():
-        for p in spec.params:
-            key = f"rule-{spec.kind}-{p.name}"
-            if p.type == "bool":
-                value = key in post
-            elif post.get(key, "") == "":
-                continue
-            else:
-                value = post[key]
-            coerced = p.coerce(value, f"alert_rules.{spec.kind}.{p.name}")
-            if coerced != defaults[spec.kind].get(p.name):
-                overrides.setdefault(spec.kind, {})[p.name] = coerced
-    return overrides
 
 
 @login_required
@@ -170,24 +113,6 @@ def join(request, key):
         return render(request, "teams/join.html", {"error": str(exc)}, status=404)
     return render(request, "teams/join.html", {
         "invitation": invitation, "member": role_in(request.user, invitation.team) is not None})
-
-
-@login_required
-def team_alerts(request, pk):
-    team = _team_or_404(request, pk)
-    state = request.GET.get("state", "active")
-    alerts = Alert.objects.filter(team=team).select_related("run", "acknowledged_by")
-    if state == "active":
-        alerts = alerts.filter(state__in=Alert.ACTIVE)
-    elif state in dict(Alert.STATES):
-        alerts = alerts.filter(state=state)
-    return render(request, "teams/alerts.html", {
-        "team": team,
-        "state": state,
-        "alerts": alerts[:300],
-        "alerts_json": [a.to_json() for a in alerts[:300]],
-        "can_act": Membership.allows(role_in(request.user, team), Membership.MEMBER),
-    })
 
 
 def forbidden(request, exception=None):

@@ -1,0 +1,12 @@
+"""{% open_alert_count team %}: the team page shows how many of its alerts are open without the accounts app
+importing this one (a template loads the tag by name)."""
+from django import template
+
+from webapp.alerts.models import Alert
+
+register = template.Library()
+
+
+@register.simple_tag
+def open_alert_count(team) -> int:
+    return Alert.objects.filter(team=team, state=Alert.OPEN).count()

@@ -1,0 +1,101 @@
+"""The team's alert pages: its alerts, and for admins its webhooks, their recent deliveries and the team's alert
+rules. Anything of a team the user is not in is a 404 (webapp.accounts.access.team_or_404)."""
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.shortcuts import redirect, render
+
+from rl.alert_rule_specs import RULES, AlertRuleError, resolve_thresholds, validate_overrides
+from webapp.accounts.access import require_role, role_in, team_or_404
+from webapp.accounts.models import Membership
+
+from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
+
+
+@login_required
+def team_alerts(request, pk):
+    team = team_or_404(request.user, pk)
+    state = request.GET.get("state", "active")
+    alerts = Alert.objects.filter(team=team).select_related("run", "acknowledged_by")
+    if state == "active":
+        alerts = alerts.filter(state__in=Alert.ACTIVE)
+    elif state in dict(Alert.STATES):
+        alerts = alerts.filter(state=state)
+    return render(request, "alerts/team_alerts.html", {
+        "team": team,
+        "state": state,
+        "alerts": alerts[:300],
+        "alerts_json": [a.to_json() for a in alerts[:300]],
+        "can_act": Membership.allows(role_in(request.user, team), Membership.MEMBER),
+    })
+
+
+@login_required
+def team_settings(request, pk):
+    """Webhooks and alert rules, admins only: each POST is one change (add or remove a webhook, save the rules)."""
+    team = team_or_404(request.user, pk)
+    require_role(request.user, team, Membership.ADMIN)
+    error = field = None
+    if request.method == "POST":
+        try:
+            done = _settings_action(request, team)
+        except (ValueError, AlertRuleError) as exc:
+            error, field = str(exc), getattr(exc, "field", None)
+        else:
+            messages.success(request, done)
+            return redirect("alerts:team_settings", pk=team.pk)
+    stored = TeamAlertRules.objects.filter(team=team).first()
+    return render(request, "alerts/team_settings.html", {
+        "team": team,
+        "error": error,
+        "field": field,
+        "webhooks": Webhook.objects.filter(team=team),
+        "deliveries": WebhookDelivery.objects.filter(webhook__team=team).select_related("webhook", "alert")[:30],
+        "rule_rows": _rule_rows(stored.overrides if stored else {}),
+    }, status=400 if error else 200)
+
+
+def _settings_action(request, team) -> str:
+    """One admin change from the settings page; returns what to tell the user."""
+    action = request.POST.get("action")
+    if action == "add_webhook":
+        url = request.POST.get("url", "").strip()
+        Webhook.add(team, url, request.user)
+        return f"webhook added: {url}"
+    if action == "delete_webhook":
+        Webhook.objects.filter(team=team, pk=request.POST.get("webhook") or 0).delete()
+        return "webhook removed"
+    if action == "save_rules":
+        overrides = validate_overrides(_overrides_from_form(request.POST))
+        TeamAlertRules.objects.update_or_create(team=team, defaults={"overrides": overrides, "updated_by": request.user})
+        return "alert rules saved"
+    raise ValueError(f"unknown action {action!r}")
+
+
+def _rule_rows(overrides: dict) -> list[dict]:
+    effective = resolve_thresholds(overrides)
+    rows = []
+    for spec in RULES.values():
+        params = [{"param": p, "value": effective[spec.kind].get(p.name), "overridden": p.name in overrides.get(spec.kind, {})}
+                  for p in spec.params]
+        rows.append({"spec": spec, "params": params})
+    return rows
+
+
+def _overrides_from_form(post) -> dict:
+    """Fields named rule-KIND-PARAM; only values that differ from the defaults are kept as
+    overrides, so a later change of a default still reaches teams that never touched it."""
+    defaults = resolve_thresholds()
+    overrides = {}
+    for spec in RULES.values():
+        for p in spec.params:
+            key = f"rule-{spec.kind}-{p.name}"
+            if p.type == "bool":
+                value = key in post
+            elif post.get(key, "") == "":
+                continue
+            else:
+                value = post[key]
+            coerced = p.coerce(value, f"alert_rules.{spec.kind}.{p.name}")
+            if coerced != defaults[spec.kind].get(p.name):
+                overrides.setdefault(spec.kind, {})[p.name] = coerced
+    return overrides
