@@ -365,7 +365,7 @@
     group: function (m) { addStepLink(m.step); if (addGroup(m)) drawHeatmap(); },
     engine: showEngine,
     status: function (m) {
-      if (m.transition) addTransition(m.transition);
+      if (m.transition) { liveTransitions.push(m.transition); addTransition(m.transition); }
       showEngine(m.engine);
       if (m.source === "trainer") {
         // The trainer says `running` each time it starts; after the first, it is a resume.
@@ -389,14 +389,15 @@
     open: function () {
       indicator.textContent = "live"; indicator.className = "live on";
       catchUp();
+      readHistory();
     },
     close: function () { indicator.textContent = "not live"; indicator.className = "live off"; },
   };
 
-  // The run's history (rendered by the server; a transition's status message adds its row on top).
-  function addTransition(t) {
-    const rows = document.getElementById("history-rows");
-    if (rows.querySelector('tr[data-transition-id="' + t.id + '"]')) return;
+  // The run's history: rendered by the server, read again whenever the socket opens (a change made between the
+  // render and the socket, a worker claiming the run just launched, sent its message to nobody), and grown by
+  // the `transition` of each status message after that.
+  function historyRow(t) {
     const tr = document.createElement("tr");
     tr.dataset.transitionId = String(t.id);
     const state = document.createElement("span");
@@ -408,7 +409,25 @@
       if (typeof value === "string") td.textContent = value; else td.appendChild(value);
       tr.appendChild(td);
     });
-    rows.insertBefore(tr, rows.firstChild);
+    return tr;
+  }
+
+  const liveTransitions = [];  // received since the page loaded: re-added after a read of the history
+
+  function addTransition(t) {
+    const rows = document.getElementById("history-rows");
+    if (rows.querySelector('tr[data-transition-id="' + t.id + '"]')) return;
+    rows.insertBefore(historyRow(t), rows.firstChild);
+  }
+
+  function readHistory() {
+    const rows = document.getElementById("history-rows");
+    C.getJSON("/api/runs/" + runId + "/transitions?limit=" + rows.dataset.limit).then(function (data) {
+      const fresh = document.createDocumentFragment();
+      data.results.forEach(function (t) { fresh.appendChild(historyRow(t)); });
+      rows.replaceChildren(fresh);
+      liveTransitions.forEach(addTransition);  // one that arrived while the read was under way
+    }).catch(function () { /* keep the rows we have */ });
   }
 
   // Whatever was written between the page render and the socket opening (or while it

@@ -2,6 +2,8 @@
 Chromium against the live daphne. No training: events are crafted and ingested here,
 into the test database the server reads, and pushed live through the same Redis."""
 
+import re
+
 import pytest
 
 from tests.e2e.helpers import off_loop, sign_in
@@ -262,3 +264,25 @@ def test_a_page_open_across_a_web_server_restart_catches_up_without_a_reload(liv
         page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '4'")
     finally:
         web.stop()
+
+
+def test_the_history_shows_a_change_made_between_the_pages_render_and_its_socket(
+        live_stack, live_user, session_key, browser_page):
+    page = browser_page
+    # launched as launch_run does, but with no task sent: the test's worker would take it
+    run = Run.objects.create(name="fresh", method="ttrl", prompt_set=make_prompt_set(live_user), max_steps=3,
+                             created_by=live_user)
+    lifecycle.queued(run, by=live_user)
+    sign_in(page, live_stack, session_key)
+
+    def claim_before_the_socket(ws):
+        off_loop(lifecycle.claim, run.pk, "host-a:1:abc")  # a worker takes the run: its message reaches nobody
+        ws.connect_to_server()
+
+    page.route_web_socket(re.compile(r".*/ws/runs/.*"), claim_before_the_socket)
+    page.goto(f"{live_stack.url}/runs/{run.pk}/")  # rendered with one row, before the claim
+    page.wait_for_function("() => document.querySelectorAll('#history-rows tr').length === 2")
+    assert page.locator("#history-rows tr").first.inner_text().split("\t")[1:4] == [
+        "running", "taken by a worker", "worker host-a:1:abc"]
+    off_loop(lifecycle.finish, run, Run.CANCELLED, "cancelled", -15, "", owner="host-a:1:abc")
+    page.wait_for_function("() => document.querySelectorAll('#history-rows tr').length === 3")

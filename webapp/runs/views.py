@@ -97,6 +97,7 @@ def run_detail(request, pk):
         "run": run, "initial": initial, "iterations": run.rzero_iterations(), "role": role, "can_act": can_act,
         "hp_rows": hp_rows, "alert_rule_rows": alert_rule_rows, "cloned_from": source,
         "no_worker_for_queue": no_worker_for(run), "transitions": transitions, "older_transitions": older,
+        "history_limit": HISTORY_ON_PAGE,
     })
 
 
