@@ -145,3 +145,12 @@ def live_messages(channel_message: dict) -> list[dict]:
     import json
 
     return [json.loads(frame) for frame in channel_message["frames"]]
+
+
+def signed_in(django_user_model, username):
+    """A test client signed in as the existing user `username`."""
+    from django.test import Client
+
+    client = Client()
+    client.force_login(django_user_model.objects.get(username=username))
+    return client

@@ -1,8 +1,7 @@
 """/teams/{id}/alert-settings/: a team's webhooks, their recent deliveries and its alert rules, for its admins."""
 import pytest
-from django.test import Client
 
-from tests.factories import make_prompt_set, make_team
+from tests.factories import make_prompt_set, make_team, signed_in
 from webapp.alerts.models import Alert, TeamAlertRules, Webhook
 from webapp.runs.models import Run
 
@@ -12,12 +11,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def team(django_user_model):
     return make_team("lab", ada="admin", max="member")
-
-
-def signed_in(django_user_model, username):
-    client = Client()
-    client.force_login(django_user_model.objects.get(username=username))
-    return client
 
 
 def test_admins_see_webhooks_and_rules(team, django_user_model):

@@ -9,7 +9,7 @@ from django.test import Client
 from django.utils import timezone
 from django.utils.html import escape
 
-from tests.factories import make_team
+from tests.factories import make_team, signed_in
 from webapp.accounts.models import Invitation, Membership
 
 pytestmark = pytest.mark.django_db
@@ -21,12 +21,6 @@ def team(django_user_model):
     django_user_model.objects.create_user(username="newcomer")
     django_user_model.objects.create_user(username="second")
     return team
-
-
-def signed_in(django_user_model, username):
-    client = Client()
-    client.force_login(django_user_model.objects.get(username=username))
-    return client
 
 
 def invite(client, team, role="member") -> str:

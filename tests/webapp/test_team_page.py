@@ -1,9 +1,8 @@
 """The team page: members and roles for everyone, editable by admins only; a team keeps at least one admin.
 Its webhooks and alert rules are the alerts app's page (tests/alerts/test_team_alert_settings.py)."""
 import pytest
-from django.test import Client
 
-from tests.factories import make_team
+from tests.factories import make_team, signed_in
 from webapp.accounts.models import Membership
 
 pytestmark = pytest.mark.django_db
@@ -14,12 +13,6 @@ def team(django_user_model):
     team = make_team("lab", ada="admin", max="member")
     django_user_model.objects.create_user(username="newcomer")
     return team
-
-
-def signed_in(django_user_model, username):
-    client = Client()
-    client.force_login(django_user_model.objects.get(username=username))
-    return client
 
 
 def test_admins_see_a_link_to_webhooks_and_rules_and_members_do_not(team, django_user_model):
