@@ -347,6 +347,7 @@
     if (socket) { socket.stop(); socket = null; }
     indicator.textContent = "not live";
     indicator.className = "live off";
+    indicator.dataset.ended = "true";  // closed for good: a stopped socket never reconnects
   }
 
   const handlers = {

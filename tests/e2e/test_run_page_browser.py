@@ -136,8 +136,8 @@ def test_live_messages_add_charts_markers_and_end_the_socket(live_stack, live_us
     newest.wait_for()
     assert newest.inner_text().split("\t")[1:4] == ["succeeded", "its trainer ended", ""]
     assert newest.locator("td").nth(4).inner_text() == "done <b>at last</b>"
-    page.wait_for_function("() => document.getElementById('live-indicator').textContent === 'not live'")
-    page.wait_for_timeout(1500)
+    # the socket is stopped (RunSocket.stop: it never reconnects), not merely closed (which retries)
+    page.wait_for_function("() => document.getElementById('live-indicator').dataset.ended === 'true'")
     assert page.inner_text("#live-indicator") == "not live"
 
 
@@ -192,9 +192,10 @@ def test_live_messages_with_quotes_and_brackets_in_their_ids_break_nothing(live_
     ]
     for _ in range(2):  # the second time each is looked up among what the first added
         off_loop(push, run.pk, messages)
-    page.wait_for_function("s => [...document.querySelectorAll('#step-links a')].some(a => a.textContent === s)",
-                           arg=HOSTILE)
-    page.wait_for_timeout(500)
+    # then a message the page shows in a place of its own: messages are handled in order, so once it is
+    # drawn, every hostile one before it has been handled
+    off_loop(push, run.pk, [{"type": "metrics", "step": 1, "time": 1.7e9, "values": {"handled": 1.0}}])
+    page.wait_for_selector('[data-metric="handled"]')
     assert errors == []
     assert page.eval_on_selector_all("#step-links a", "as => as.length") == 1
     assert page.eval_on_selector_all("#alerts li", "ls => ls.length") == 1
@@ -224,7 +225,7 @@ def test_steps_whose_live_messages_were_lost_are_read_back_when_a_later_one_arri
     with monkeypatch.context() as lost:
         lost.setattr(live, "_send_all", lambda batches: None)  # the pushes of steps 2 and 3 never arrive
         off_loop(ingest_events, run, by_step[2] + by_step[3])
-    page.wait_for_timeout(500)
+    # nothing was sent, so nothing can have arrived: the page still shows step 1 alone
     assert page.evaluate("() => document.getElementById('chart-entropy').dataset.points") == "1"
     off_loop(ingest_events, run, [e for e in by_step[4] if e["type"] != "checkpoint"])
     page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '4'")

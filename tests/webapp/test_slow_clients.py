@@ -82,8 +82,14 @@ def read_all(s: socket.socket) -> int:
 def test_a_client_that_reads_slowly_is_sent_only_what_it_reads(server):
     before = server_state(server)["produced"]
     download, first = open_download(server)
-    time.sleep(1.0)  # the client reads nothing for a while (less than the stall limit)
-    produced = server_state(server)["produced"] - before
+    # the client reads nothing until the server has stopped producing (the same count three samples running:
+    # the response is held by the full socket), within the stall limit, past which the server disconnects it
+    produced, steady, deadline = -1, 0, time.monotonic() + STALL_SECONDS - 0.5
+    while steady < 3:
+        assert time.monotonic() < deadline, "the server went on producing for a client that read nothing"
+        time.sleep(0.2)
+        now = server_state(server)["produced"] - before
+        steady, produced = (steady + 1 if now == produced else 0), now
     # what the socket buffers and the bridge's queue hold, not the 100 MiB body
     assert produced < 24 * 2**20, f"{produced / 2**20:.0f} MiB produced for a client that read 64 KiB"
     received = first + read_all(download)
