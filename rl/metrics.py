@@ -1,4 +1,4 @@
-"""Evaluation metrics (pass@k, maj@k, mean@k) and the label-free health signals of
+"""Evaluation metrics (pass@k, maj@k) and the label-free health signals of
 DESIGN §5 (majority_ratio, unique_answers, similarity/mean)."""
 
 from __future__ import annotations
@@ -38,12 +38,6 @@ def maj_at_k(answers: Sequence[str | None], label: str | None, k: int) -> float:
     """1.0 when the majority vote over the first k answers equals the label, else 0.0."""
     majority = majority_vote(_first_k(answers, k))
     return 1.0 if majority is not None and answers_equal(majority, label) else 0.0
-
-
-def mean_at_k(answers: Sequence[str | None], label: str | None, k: int) -> float:
-    """Share of the first k answers that equal the label (mean accuracy over k samples)."""
-    first = _first_k(answers, k)
-    return sum(answers_equal(answer, label) for answer in first) / k
 
 
 def majority_ratio(answers: Sequence[str | None], majority: str | None = None) -> float:
@@ -135,37 +129,3 @@ class LabelMonitor:
             values["pass@16"] = pass_at_k(n, correct, 16)
         return values
 
-
-def detect_collapse(
-    entropy: Sequence[float],
-    majority_ratio_history: Sequence[float],
-    window: int = 5,
-    entropy_drop: float = 0.1,
-    consensus: float = 0.95,
-) -> list[str]:
-    """Warnings that a label-free run is collapsing, from its per-step metric history.
-
-    EVOL-RL's training-dynamics analysis describes the failure: under a majority-only reward, policy entropy falls
-    towards zero and every rollout converges on one answer. Two signals, each averaged
-    over the last ``window`` steps so that one noisy step raises nothing:
-    - ``entropy`` fell below ``entropy_drop`` × its mean over the first ``window`` steps;
-    - ``majority_ratio`` stayed at or above ``consensus`` (all rollouts agree).
-    Returns human-readable messages, empty when the run looks healthy or is too short.
-    """
-    alerts = []
-    if len(entropy) >= 2 * window:
-        start = float(np.mean(entropy[:window]))
-        recent = float(np.mean(entropy[-window:]))
-        if start > 0 and recent < entropy_drop * start:
-            alerts.append(
-                f"entropy collapse: mean entropy of the last {window} steps is {recent:.3g}, "
-                f"below {entropy_drop:g} × its initial {start:.3g}"
-            )
-    if len(majority_ratio_history) >= window:
-        recent_ratio = float(np.mean(majority_ratio_history[-window:]))
-        if recent_ratio >= consensus:
-            alerts.append(
-                f"answer collapse: majority_ratio averaged {recent_ratio:.3f} over the last {window} steps "
-                f"(>= {consensus:g}); rollouts no longer disagree"
-            )
-    return alerts

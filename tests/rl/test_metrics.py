@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from rl.metrics import (group_summary, maj_at_k, majority_ratio, mean_at_k, pass_at_k, similarity_mean,
+from rl.metrics import (group_summary, maj_at_k, majority_ratio, pass_at_k, similarity_mean,
                         unique_answers)
 
 
@@ -39,10 +39,6 @@ def test_maj_at_k_votes_over_the_first_k_answers():
     assert maj_at_k(answers, "2", 6) == 0.0
 
 
-def test_mean_at_k_is_the_share_of_correct_answers():
-    assert mean_at_k(["1", "0.5", None, r"\frac12"], "1/2", 4) == 0.5
-
-
 def test_majority_ratio_counts_invalid_answers_in_the_denominator():
     assert majority_ratio(["7", "7", "3", None]) == 0.5
     assert majority_ratio([None, None]) == 0.0
@@ -56,27 +52,6 @@ def test_similarity_mean_averages_the_off_diagonal():
     sim = np.array([[1.0, 0.2, 0.4], [0.2, 1.0, 0.6], [0.4, 0.6, 1.0]])
     assert similarity_mean(sim) == pytest.approx(0.4)
     assert similarity_mean([[1.0]]) is None
-
-
-def test_a_healthy_run_raises_no_collapse_alert():
-    from rl.metrics import detect_collapse
-
-    assert detect_collapse([1.0] * 10, [0.6] * 10) == []
-    assert detect_collapse([1.0, 0.0], [1.0]) == []  # too short to judge
-
-
-def test_entropy_falling_to_a_tenth_raises_an_alert():
-    from rl.metrics import detect_collapse
-
-    alerts = detect_collapse([1.0] * 5 + [0.05] * 5, [0.5] * 10)
-    assert len(alerts) == 1 and alerts[0].startswith("entropy collapse")
-
-
-def test_unanimous_rollouts_raise_an_alert():
-    from rl.metrics import detect_collapse
-
-    alerts = detect_collapse([1.0] * 10, [0.7] * 5 + [1.0] * 5)
-    assert len(alerts) == 1 and alerts[0].startswith("answer collapse")
 
 
 def test_group_summary_of_a_worked_group():

@@ -27,13 +27,6 @@ ORDER = (*HEALTH, "reward/mean", "reward/std", "reward/vote_mean", "reward/vote_
          "clip_ratio/high", "time/step", "time/generation", "time/reward", "time/update")
 
 
-def metric_group(name: str) -> str:
-    for group, names, prefixes in RULES_IN_ORDER:
-        if name in names or name.startswith(prefixes):
-            return group
-    return "other"
-
-
 def catalogue() -> dict:
     """What charts.js needs to place any metric: the groups, the rules, the order, and for each alert rule the
     metrics it reads (its marker goes on those charts; a rule that reads none, stalled or run_failed, marks
