@@ -86,6 +86,7 @@ from transformers.utils import logging as hf_logging
 
 from rl.callbacks import EventLogCallback, GracefulStop, PeriodicEval
 from rl.events import EventWriter, read_events
+from rl.grpo_config import grpo_config
 from rl.methods.r_zero import CHALLENGER_PHASE, SOLVER_PHASE
 from rl.policy import load_tokenizer, load_trainable_model
 from rl.rewards.rzero import challenger_question, keep_for_solver, solver_agreement, solver_majority
@@ -196,7 +197,6 @@ class RZeroLoop:
                     score_batch=None, references: dict[str, str] | None = None, metric_prefix: str | None = None):
         """Train `model` for `steps` rollout-batch steps on `rows`; returns the trainer. Continues from the phase's
         last TRL checkpoint when there is one (a resumed run); raises Cancelled when a SIGTERM cut it short."""
-        from rl.train import grpo_config
         from rl.trainer import LabelFreeGRPOTrainer
 
         output_dir = self.phase_checkpoints(k, phase)

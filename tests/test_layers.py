@@ -82,3 +82,20 @@ def test_no_two_apps_import_each_other():
     graph = imports()
     apps = sorted({package_of(m) for m in graph if package_of(m).startswith("webapp.")})
     assert [(a, b) for a in apps for b in apps if a < b and depends(graph, a, b) and depends(graph, b, a)] == []
+
+
+def test_no_module_imports_itself_through_others():
+    graph = imports()
+    inside = {module: {name for name in names if name in graph and name != module} for module, names in graph.items()}
+    cycles = []
+    for start in inside:  # a path back to `start` through the modules it imports
+        seen, frontier = set(), list(inside[start])
+        while frontier:
+            module = frontier.pop()
+            if module == start:
+                cycles.append(start)
+                break
+            if module not in seen:
+                seen.add(module)
+                frontier.extend(inside[module])
+    assert cycles == []

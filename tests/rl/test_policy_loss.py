@@ -18,7 +18,7 @@ from transformers import AutoModelForCausalLM
 
 from rl.methods import validate_hyperparameters
 from rl.policy import DEFAULT_POLICY_DIR, load_tokenizer
-from rl.train import grpo_config
+from rl.grpo_config import grpo_config
 from rl.trainer import LabelFreeGRPOTrainer
 
 SHIFTS = [[0.10, 0.00, -0.05], [0.20, 0.10, 0.0]]

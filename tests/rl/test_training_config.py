@@ -5,7 +5,7 @@ import pytest
 from rl.callbacks import PeriodicEval
 from rl.methods import validate_hyperparameters
 from rl.metrics import pass_at_k
-from rl.train import grpo_config
+from rl.grpo_config import grpo_config
 
 
 def config_for(method="evol_rl", **values):
