@@ -340,7 +340,7 @@ def _extra(extra, search_extras: tuple[str, ...]) -> dict:
     has none). The search orders a run by those through a partial index of the rollouts that have the key
     (webapp/runs/search_indexes.py), so every rollout of the run must have it, whoever reported it."""
     extra = _json_safe(extra) if isinstance(extra, dict) else {}
-    return {**{key: None for key in search_extras}, **extra}
+    return {**dict.fromkeys(search_extras), **extra} if search_extras else extra
 
 
 def _store_similarities(run, events) -> None:

@@ -58,8 +58,7 @@ def announce(run_id: int, cause: str | None = None, by=None, worker: str = "", e
     run = Run.objects.get(pk=run_id)
     status = {"type": "status", "state": run.state, "message": run.message, **(extra or {})}
     if cause is not None:
-        status["transition"] = RunTransition.objects.create(run=run, cause=cause, state=run.state, message=run.message,
-                                                            by=by, worker=worker).to_json()
+        status["transition"] = RunTransition.record(run, cause, by, worker).to_json()
     if run.engine and run.engine != "local":
         status["engine"] = run.engine_json()
     push_on_commit(run_id=run.pk, messages=[status])
@@ -74,7 +73,7 @@ def progress_message(run: Run, health: dict) -> dict:
 
 def queued(run: Run, by) -> None:
     """A run just launched by `by` (or cloned): its history begins, and its team's run list shows it."""
-    RunTransition.objects.create(run=run, cause=RunTransition.LAUNCHED, state=run.state, by=by)
+    RunTransition.record(run, RunTransition.LAUNCHED, by)
     push_on_commit(team_id=run.team_id, messages=[run_message(run)])
 
 

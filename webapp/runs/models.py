@@ -274,6 +274,11 @@ class RunTransition(models.Model):
         indexes = [models.Index(fields=["run", "-id"], name="run_transition_latest")]
 
     @classmethod
+    def record(cls, run, cause: str, by=None, worker: str = "") -> "RunTransition":
+        """The row of a change just written to `run` (its state and message as they now are)."""
+        return cls.objects.create(run=run, cause=cause, state=run.state, message=run.message, by=by, worker=worker)
+
+    @classmethod
     def page(cls, run_id: int, before: int | None = None, limit: int = 100) -> tuple[list, int | None]:
         """The run's latest `limit` rows before the row `before` (newest first), and the `before` of the page
         after them (None on the last)."""
