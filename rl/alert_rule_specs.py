@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rl.params import plain_number, to_bool, to_number
+from rl.params import FieldError, plain_number, to_bool, to_number
 
 RULE_KINDS = (
     "entropy_collapse",
@@ -29,20 +29,6 @@ SEVERITIES = ("info", "warning", "critical")
 STEP_RULE_KINDS = RULE_KINDS[:7]  # judged from the metric history; stalled and run_failed are not
 
 FIELD_PREFIX = "alert_rules"
-
-
-class AlertRuleError(ValueError):
-    """A rejected alert-rule override.
-
-    ``field`` names what was wrong, e.g. ``"alert_rules.entropy_collapse.fraction"``
-    (``"alert_rules.<kind>"`` for an unknown kind, ``"alert_rules"`` for non-dict input);
-    the API returns it as ``{"error": str(exc), "field": exc.field}``.
-    """
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
 
 
 # --------------------------------------------------------------------------- schema
@@ -100,8 +86,8 @@ class Param:
             return int(number) if number is not None and number.is_integer() else None
         return number
 
-    def _error(self, value: object, field_name: str) -> AlertRuleError:
-        return AlertRuleError(field_name, f"{field_name}={value!r} is invalid: expected {self.range_text()}")
+    def _error(self, value: object, field_name: str) -> FieldError:
+        return FieldError(field_name, f"{field_name}={value!r} is invalid: expected {self.range_text()}")
 
 
 @dataclass(frozen=True)
@@ -334,20 +320,20 @@ def defaults() -> dict[str, dict]:
 def validate_overrides(overrides: object) -> dict:
     """A partial ``{kind: {param: value}}`` with values coerced ("0.3" → 0.3, "true" → True).
 
-    Raises AlertRuleError naming the field and the allowed values for non-dict input, an
+    Raises FieldError naming the field and the allowed values for non-dict input, an
     unknown kind or parameter, a wrong type or an out-of-range value. None means no overrides.
     """
     if overrides is None:
         return {}
     if not isinstance(overrides, dict):
-        raise AlertRuleError(FIELD_PREFIX, f"{FIELD_PREFIX} must be an object {{rule kind: {{parameter: value}}}}")
+        raise FieldError(FIELD_PREFIX, f"{FIELD_PREFIX} must be an object {{rule kind: {{parameter: value}}}}")
     result = {}
     for kind, params in overrides.items():
         field_name = f"{FIELD_PREFIX}.{kind}"
         if kind not in RULES:
-            raise AlertRuleError(field_name, f"unknown alert rule {kind!r}: expected one of {', '.join(RULE_KINDS)}")
+            raise FieldError(field_name, f"unknown alert rule {kind!r}: expected one of {', '.join(RULE_KINDS)}")
         if not isinstance(params, dict):
-            raise AlertRuleError(field_name, f"{field_name} must be an object {{parameter: value}}")
+            raise FieldError(field_name, f"{field_name} must be an object {{parameter: value}}")
         result[kind] = _validate_rule_params(RULES[kind], params)
     return result
 
@@ -359,7 +345,7 @@ def _validate_rule_params(spec: RuleSpec, params: dict) -> dict:
         param = spec.param(name) if isinstance(name, str) else None
         if param is None:
             known = ", ".join(p.name for p in spec.params)
-            raise AlertRuleError(field_name, f"unknown parameter {name!r} for alert rule {spec.kind}: expected one of {known}")
+            raise FieldError(field_name, f"unknown parameter {name!r} for alert rule {spec.kind}: expected one of {known}")
         coerced[name] = param.coerce(value, field_name)
     return coerced
 

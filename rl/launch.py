@@ -27,6 +27,8 @@ import shlex
 import sys
 from pathlib import Path
 
+from rl.params import FieldError
+
 ACCELERATE_CONFIGS = Path(__file__).resolve().parent / "accelerate_configs"
 ZERO_STAGES = {2: ACCELERATE_CONFIGS / "zero2.yaml", 3: ACCELERATE_CONFIGS / "zero3.yaml"}
 
@@ -87,48 +89,44 @@ _SLURM_TIME = re.compile(r"^(\d{1,4}-)?\d{1,5}(:\d{1,2}){0,2}$")
 _SLURM_OPTION = re.compile(r"^--([a-z][a-z0-9-]*)(=[\x21-\x7e]{1,200})?$")
 
 
-class LaunchOptionError(ValueError):
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
-
-
 def slurm_options(options: dict | None) -> dict:
     """A run's (or a worker's) Slurm options, checked: `partition` and `account` (names), `time_limit` (Slurm's
     formats: minutes, H:M:S, D-H...), `sbatch` (further options, `--name=value` each, printable, no spaces). They
     become #SBATCH lines of the job's script, which its shell reads as comments: never run, never unquoted.
-    LaunchOptionError names the option that is wrong."""
+    A FieldError names the option that is wrong, as `engine_options.<option>` (a run's field)."""
     options = dict(options or {})
     unknown = sorted(set(options) - {"partition", "account", "time_limit", "sbatch"})
     if unknown:
-        raise LaunchOptionError(unknown[0], f"unknown Slurm option {unknown[0]!r}: expected partition, account, "
-                                            f"time_limit or sbatch")
+        raise FieldError(f"engine_options.{unknown[0]}",
+                         f"unknown Slurm option {unknown[0]!r}: expected partition, account, time_limit or sbatch")
     clean = {}
     for name in ("partition", "account"):
         value = options.get(name)
         if value in (None, ""):
             continue
         if not isinstance(value, str) or not _SLURM_NAME.match(value):
-            raise LaunchOptionError(name, f"{name} must be a Slurm name (letters, digits, _ . , -), not {value!r}")
+            raise FieldError(f"engine_options.{name}",
+                             f"{name} must be a Slurm name (letters, digits, _ . , -), not {value!r}")
         clean[name] = value
     value = options.get("time_limit")
     if value not in (None, ""):
         if not isinstance(value, str) or not _SLURM_TIME.match(value):
-            raise LaunchOptionError("time_limit", f"time_limit must be in Slurm's format (minutes, H:M:S, D-H:M:S), "
-                                                  f"not {value!r}")
+            raise FieldError("engine_options.time_limit",
+                             f"time_limit must be in Slurm's format (minutes, H:M:S, D-H:M:S), not {value!r}")
         clean["time_limit"] = value
     extra = options.get("sbatch") or []
     if isinstance(extra, str):
         extra = extra.split()
     if not isinstance(extra, list) or len(extra) > 20:
-        raise LaunchOptionError("sbatch", "sbatch must be a list of at most 20 options such as '--constraint=a100'")
+        raise FieldError("engine_options.sbatch",
+                         "sbatch must be a list of at most 20 options such as '--constraint=a100'")
     for option in extra:
         match = _SLURM_OPTION.match(option) if isinstance(option, str) else None
         if match is None:
-            raise LaunchOptionError("sbatch", f"sbatch option {option!r} is not of the form --name or --name=value "
-                                              f"(printable, no spaces)")
+            raise FieldError("engine_options.sbatch",
+                             f"sbatch option {option!r} is not of the form --name or --name=value (printable, no spaces)")
         if match.group(1) in SLURM_OWN_OPTIONS:
-            raise LaunchOptionError("sbatch", f"sbatch option --{match.group(1)} is set by Evolab itself")
+            raise FieldError("engine_options.sbatch", f"sbatch option --{match.group(1)} is set by Evolab itself")
     if extra:
         clean["sbatch"] = list(extra)
     return clean

@@ -1,5 +1,6 @@
 """Reading typed settings from JSON or form text: the conversions shared by the method
-schemas (rl/methods/schema.py) and the alert-rule schemas (rl/alert_rule_specs.py)."""
+schemas (rl/methods/schema.py) and the alert-rule schemas (rl/alert_rule_specs.py), and
+`FieldError`, the one error every check of Evolab's input raises."""
 
 from __future__ import annotations
 
@@ -7,6 +8,19 @@ import math
 
 TRUE_WORDS = {"true", "1", "yes", "on"}
 FALSE_WORDS = {"false", "0", "no", "off"}
+
+
+class FieldError(ValueError):
+    """A rejected value and the field it came from (a hyperparameter, `alert_rules.<kind>.<param>`, `team`,
+    `engine_options.partition`, ...). The API answers `{"error": message, "field": field}` with `status`
+    (webapp/api.py::api_view), the launch form marks the field, the trainer's command line prints both.
+    `field` is None where no single field is at fault (a whole file)."""
+
+    def __init__(self, field: str | None, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+        self.status = status
 
 
 def finite(value: object) -> float | None:

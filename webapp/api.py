@@ -5,7 +5,7 @@ from functools import wraps
 from django.core.exceptions import PermissionDenied
 from django.http import JsonResponse
 
-from webapp.accounts.access import TeamChoiceError
+from rl.params import FieldError
 
 
 def error(message: str, status: int = 400, field: str | None = None) -> JsonResponse:
@@ -18,7 +18,8 @@ def error(message: str, status: int = 400, field: str | None = None) -> JsonResp
 def api_view(methods):
     """Authenticated JSON endpoint: 401 without a session or valid token, 405 for other
     methods, 403 when the user's role in the object's team is too low. Views stay thin;
-    errors are JSON with a 4xx status, never a 500 for bad input."""
+    errors are JSON with a 4xx status naming the field (a FieldError raised anywhere below the view), never a
+    500 for bad input."""
 
     def decorator(view):
         @wraps(view)
@@ -33,7 +34,7 @@ def api_view(methods):
                 return view(request, *args, **kwargs)
             except PermissionDenied as exc:
                 return error(str(exc) or "you may not do this", 403)
-            except TeamChoiceError as exc:
+            except FieldError as exc:  # every refused input, wherever it was found
                 return error(exc.message, exc.status, field=exc.field)
 
         wrapper.csrf_exempt = False
@@ -53,7 +54,7 @@ def by_method(**views):
 
 
 def json_body(request) -> dict:
-    """The request's JSON object; raises ValueError with a readable message. A form
+    """The request's JSON object; raises FieldError (no field) with a readable message. A form
     post (multipart or urlencoded) is read as its fields, so `curl -F` works too."""
     if request.content_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
         return request.POST.dict()
@@ -62,9 +63,9 @@ def json_body(request) -> dict:
     try:
         data = json.loads(request.body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ValueError(f"the request body is not valid JSON: {exc}") from None
+        raise FieldError(None, f"the request body is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise ValueError("the request body must be a JSON object")
+        raise FieldError(None, "the request body must be a JSON object")
     return data
 
 

@@ -14,23 +14,14 @@ from typing import Callable
 
 from rl.answers import extract_boxed
 from rl.groups import BOXED_OPENER
-from rl.params import plain_number, to_bool, to_number
+from rl.params import FieldError, plain_number, to_bool, to_number
 from rl.prompts import STEP_BY_STEP_SYSTEM_PROMPT
 
 _NULL_WORDS = {"", "null", "none"}
 
 
-class HyperparameterError(ValueError):
-    """A rejected method name or hyperparameter value.
-
-    ``field`` is the hyperparameter name, or ``"method"`` for an unknown method; the
-    API returns it as ``{"error": str(exc), "field": exc.field}``.
-    """
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
+class HyperparameterError(FieldError):
+    """A rejected method name or hyperparameter value: ``field`` is the hyperparameter name, or ``"method"``."""
 
 
 @dataclass(frozen=True)

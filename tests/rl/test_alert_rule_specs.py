@@ -11,13 +11,13 @@ from rl.alert_rule_specs import (
     RULE_KINDS,
     RULES,
     SEVERITIES,
-    AlertRuleError,
     Param,
     RuleSpec,
     defaults,
     resolve_thresholds,
     validate_overrides,
 )
+from rl.params import FieldError
 
 
 # ------------------------------------------------------------------------ schema
@@ -119,7 +119,7 @@ def test_validate_overrides_treats_none_as_no_overrides():
     ],
 )
 def test_validate_overrides_errors_name_the_field_and_the_allowed_values(overrides, field, words):
-    with pytest.raises(AlertRuleError) as caught:
+    with pytest.raises(FieldError) as caught:
         validate_overrides(overrides)
     assert caught.value.field == field
     assert words in caught.value.message and str(caught.value) == caught.value.message
@@ -137,6 +137,6 @@ def test_run_overrides_win_over_team_overrides_which_win_over_defaults():
 
 
 def test_resolve_thresholds_rejects_a_stale_invalid_layer():
-    with pytest.raises(AlertRuleError) as caught:
+    with pytest.raises(FieldError) as caught:
         resolve_thresholds({"invalid_answers": {"max_ratio": 2}})
     assert caught.value.field == "alert_rules.invalid_answers.max_ratio"

@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-from rl.launch import LaunchOptionError, batch_script, node_command, ray_entrypoint, slurm_options
+from rl.launch import batch_script, node_command, ray_entrypoint, slurm_options
+from rl.params import FieldError
 
 
 def script(**overrides):
@@ -33,9 +34,9 @@ def test_it_keeps_the_options_it_knows_and_drops_empty_ones():
     ({"qos": "high"}, "qos"),
 ])
 def test_it_names_the_option_it_refuses(options, field):
-    with pytest.raises(LaunchOptionError) as refused:
+    with pytest.raises(FieldError) as refused:
         slurm_options(options)
-    assert refused.value.field == field and (field in str(refused.value) or "sbatch option" in str(refused.value))
+    assert refused.value.field == f"engine_options.{field}" and (field in str(refused.value) or "sbatch option" in str(refused.value))
 
 
 def test_a_one_node_job_execs_the_trainer_with_its_options_as_sbatch_lines():

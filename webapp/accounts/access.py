@@ -6,17 +6,9 @@ outsider whether the id exists."""
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
+from rl.params import FieldError
+
 from .models import Membership, Team
-
-
-class TeamChoiceError(ValueError):
-    """The team of a new object could not be decided; `field` is "team"."""
-
-    def __init__(self, message: str, status: int = 400):
-        super().__init__(message)
-        self.message = message
-        self.field = "team"
-        self.status = status
 
 
 def teams_of(user):
@@ -52,20 +44,20 @@ def require_role(user, team, needed: str) -> str:
 
 def team_for_new_object(user, value=None, needed: str = Membership.MEMBER) -> Team:
     """The team a new prompt set or run goes to: `value` (an id or a name) when given,
-    else the user's only team. Raises TeamChoiceError (unknown or ambiguous team) or
+    else the user's only team. Raises FieldError naming `team` (unknown or ambiguous) or
     PermissionDenied (a viewer)."""
     teams = teams_of(user)
     if value in (None, ""):
         mine = list(teams[:2])
         if not mine:
-            raise TeamChoiceError("you are not a member of any team; ask a team admin to add you")
+            raise FieldError("team", "you are not a member of any team; ask a team admin to add you")
         if len(mine) > 1:
-            raise TeamChoiceError("you are in several teams: say which with 'team' (its id or name)")
+            raise FieldError("team", "you are in several teams: say which with 'team' (its id or name)")
         team = mine[0]
     else:
         text = str(value).strip()
         team = teams.filter(pk=int(text)).first() if text.isdigit() else teams.filter(name=text).first()
         if team is None:
-            raise TeamChoiceError(f"no team {value!r} among yours", status=404)
+            raise FieldError("team", f"no team {value!r} among yours", status=404)
     require_role(user, team, needed)
     return team

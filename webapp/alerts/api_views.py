@@ -4,7 +4,7 @@ import json
 
 from django.http import JsonResponse
 
-from rl.alert_rule_specs import RULES, AlertRuleError, defaults, resolve_thresholds, validate_overrides
+from rl.alert_rule_specs import RULES, defaults, resolve_thresholds, validate_overrides
 from webapp.accounts.access import require_role
 from webapp.accounts.models import Membership, Team
 from webapp.api import api_view, error, json_body
@@ -144,10 +144,7 @@ def alert_rules(request, team):
             body = json.loads(request.body or b"{}")
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return error(f"the request body is not valid JSON: {exc}")
-        try:
-            stored.overrides = validate_overrides(body.get("overrides", body) if isinstance(body, dict) else body)
-        except AlertRuleError as exc:
-            return error(str(exc), field=exc.field)
+        stored.overrides = validate_overrides(body.get("overrides", body) if isinstance(body, dict) else body)
         stored.updated_by = request.user
         stored.save()
     return JsonResponse(rules_json(stored.overrides))

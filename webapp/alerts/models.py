@@ -2,6 +2,7 @@ from django.conf import settings
 from django.db import models, transaction
 from django.db.models import Q
 
+from rl.params import FieldError
 from webapp.accounts.models import Team
 
 from .outbound import destination_problem
@@ -127,7 +128,7 @@ class Webhook(models.Model):
 
     @classmethod
     def add(cls, team, url: str, user) -> "Webhook":
-        """A new webhook of `team`; ValueError (with .field) naming what is wrong with the URL or the limit hit."""
+        """A new webhook of `team`; FieldError naming what is wrong with the URL or the limit hit."""
         problem = cls.url_problem(url)
         with transaction.atomic():
             team.lock()  # two adds at once count in turn
@@ -135,9 +136,7 @@ class Webhook(models.Model):
                 problem = (f"a team has at most {settings.TEAM_MAX_WEBHOOKS} webhooks (EVOLAB_TEAM_MAX_WEBHOOKS): "
                            "remove one first")
             if problem:
-                exc = ValueError(problem)
-                exc.field = "url"
-                raise exc
+                raise FieldError("url", problem)
             return cls.objects.create(team=team, url=url, created_by=user)
 
     def to_json(self):

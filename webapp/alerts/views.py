@@ -4,7 +4,8 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 
-from rl.alert_rule_specs import RULES, AlertRuleError, resolve_thresholds, validate_overrides
+from rl.alert_rule_specs import RULES, resolve_thresholds, validate_overrides
+from rl.params import FieldError
 from webapp.accounts.access import require_role, role_in, team_or_404
 from webapp.accounts.models import Membership
 
@@ -38,8 +39,8 @@ def team_settings(request, pk):
     if request.method == "POST":
         try:
             done = _settings_action(request, team)
-        except (ValueError, AlertRuleError) as exc:
-            error, field = str(exc), getattr(exc, "field", None)
+        except FieldError as exc:
+            error, field = exc.message, exc.field
         else:
             messages.success(request, done)
             return redirect("alerts:team_settings", pk=team.pk)
@@ -68,7 +69,7 @@ def _settings_action(request, team) -> str:
         overrides = validate_overrides(_overrides_from_form(request.POST))
         TeamAlertRules.objects.update_or_create(team=team, defaults={"overrides": overrides, "updated_by": request.user})
         return "alert rules saved"
-    raise ValueError(f"unknown action {action!r}")
+    raise FieldError("action", f"unknown action {action!r}")
 
 
 def _rule_rows(overrides: dict) -> list[dict]:

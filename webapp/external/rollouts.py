@@ -18,6 +18,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from rl.params import FieldError
 from webapp.plain_text import storable
 from webapp import bulk
 from webapp.runs.models import Group, Rollout, Run
@@ -36,10 +37,12 @@ FIELDS = ("step", "prompt", "prompt_id", "index", "completion", "reward", "rewar
           "length", "extras")
 
 
-class RolloutLineError(ValueError):
+class RolloutLineError(FieldError):
+    """A FieldError that also knows the line of the report it is about (the API answers it beside the field)."""
+
     def __init__(self, line: int, field: str | None, message: str):
-        super().__init__(f"line {line}: {message}")
-        self.line, self.field = line, field
+        super().__init__(field, f"line {line}: {message}")
+        self.line = line
 
 
 @dataclass

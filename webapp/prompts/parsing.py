@@ -59,6 +59,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from rl.params import FieldError
+
 EXTENSIONS = {".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv",
               ".parquet": "parquet", ".pq": "parquet", ".txt": "text"}
 LABEL_FIELDS = ("answer", "label", "reward_model.ground_truth")
@@ -92,8 +94,8 @@ class ParsedPromptSet:
         return any(row.label is not None for row in self.rows)
 
 
-class PromptFileError(ValueError):
-    """A user-facing problem with an uploaded file.
+class PromptFileError(FieldError):
+    """A user-facing problem with an uploaded file: a FieldError that also knows the line.
 
     ``message`` is the whole sentence (also ``str(error)``), prefixed with
     ``line N:``/``row N:`` when it concerns one place; ``line`` is that 1-based line or
@@ -103,10 +105,8 @@ class PromptFileError(ValueError):
 
     def __init__(self, message: str, line: int | None = None, field: str | None = None,
                  unit: str | None = "line"):
-        self.message = f"{unit} {line}: {message}" if line and unit else message
+        super().__init__(field, f"{unit} {line}: {message}" if line and unit else message)
         self.line = line
-        self.field = field
-        super().__init__(self.message)
 
 
 class _JsonNumber(str):

@@ -3,7 +3,8 @@ from django.core.exceptions import PermissionDenied
 from django.shortcuts import get_object_or_404, redirect, render
 
 from rl.methods import METHODS
-from webapp.accounts.access import TeamChoiceError, team_for_new_object
+from rl.params import FieldError
+from webapp.accounts.access import team_for_new_object
 from webapp.accounts.teams import current_team
 
 from .actions import PromptFileError, receive_prompt_file
@@ -20,7 +21,7 @@ def prompt_set_list(request):
         uploaded = request.FILES.get("file")
         try:
             team = team_for_new_object(request.user, request.POST.get("team") or getattr(team, "pk", None))
-        except TeamChoiceError as exc:
+        except FieldError as exc:
             error = exc.message
         except PermissionDenied as exc:
             error = str(exc)

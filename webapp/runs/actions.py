@@ -1,32 +1,22 @@
-"""Action functions: the one place each change to a run is written and queued."""
-from dataclasses import dataclass
-
+"""Action functions: the one place each change to a run is written and queued. Every refusal is a FieldError
+naming the field (webapp/api.py answers it as JSON, the launch form marks the field)."""
 from django.conf import settings
 from django.db import transaction
 
-from rl.alert_rule_specs import AlertRuleError, validate_overrides
-from rl.launch import LaunchOptionError, slurm_options
-from rl.methods import HyperparameterError, get_method, validate_hyperparameters
-from webapp.accounts.access import require_role
+from rl.alert_rule_specs import validate_overrides
+from rl.launch import slurm_options
+from rl.methods import get_method, validate_hyperparameters
+from rl.params import FieldError
+from webapp.accounts.access import require_role, team_for_new_object
 from webapp.accounts.models import Membership
-from webapp.numbers import is_whole_number
+from webapp.numbers import is_whole_number, whole_number
 from webapp.plain_text import control_character
+from webapp.prompts.models import PromptSet
 
 from . import lifecycle, model_names
 from .models import Run, RunEvent
 
 MAX_STEPS_LIMIT = 100_000
-
-
-@dataclass
-class RunInputError(ValueError):
-    message: str
-    field: str | None = None
-
-    def __str__(self):
-        return self.message
-
-
 MAX_GPUS = 64
 MAX_NODES = 256
 
@@ -42,62 +32,53 @@ def queue_for(gpus: int) -> str:
     return settings.QUEUE_PREFIX + ("gpu" if gpus > 0 else "cpu")
 
 
-def launch_run(*, user, name, method, prompt_set, model="default", hyperparameters=None, max_steps=None, seed=0,
-               gpus=None, queue=None, eval_prompt_set=None, tags=None, cloned_from=None, nodes=None,
-               engine_options=None, embedding_model="") -> Run:
-    """Create a queued run in the prompt set's team and queue it. The user must be a
-    member or admin of that team (PermissionDenied otherwise). `cloned_from`: the run
+def launch_run(*, user, name, method, prompt_set, team=None, eval_prompt_set=None, model="default",
+               hyperparameters=None, max_steps=None, seed=0, gpus=None, queue=None, tags=None, cloned_from=None,
+               nodes=None, engine_options=None, embedding_model="") -> Run:
+    """Create a queued run in the prompt set's team and queue it: the one front door of a launch, for the API's
+    JSON, the launch form's fields and a clone's stored settings alike. `prompt_set`, `eval_prompt_set` (ids, as
+    JSON numbers or text) and `team` (an id or a name) are as the client gave them and are resolved here; the
+    user must be a member or admin of the prompt set's team (PermissionDenied otherwise). `cloned_from`: the run
     this one was cloned from (the launch form pre-filled from it), recorded as such."""
-    require_role(user, prompt_set.team, Membership.MEMBER)
     name = _plain_text(name, "name", Run._meta.get_field("name").max_length)
     if not name:
-        raise RunInputError("a run needs a name", "name")
+        raise FieldError("name", "a run needs a name")
+    if method in (None, ""):
+        raise FieldError("method", "'method' is required")
+    prompt_set, eval_prompt_set = _launch_sets(user, prompt_set, team, eval_prompt_set)
+    require_role(user, prompt_set.team, Membership.MEMBER)
+    if not isinstance(hyperparameters, (dict, type(None))):
+        raise FieldError("hyperparameters", "'hyperparameters' must be an object of name → value")
     hyperparameters = dict(hyperparameters or {})
     # Alert thresholds ride along in the hyperparameters (DESIGN §4.5) but are checked
     # against the alert rules, not the method's schema, and never reach the trainer.
     alert_rules = hyperparameters.pop("alert_rules", None)
-    try:
-        spec = get_method(method)
-        hyperparameters = validate_hyperparameters(method, hyperparameters)
-    except HyperparameterError as exc:
-        raise RunInputError(str(exc), exc.field) from exc
+    spec = get_method(method)
+    hyperparameters = validate_hyperparameters(method, hyperparameters)
     if alert_rules:
-        try:
-            hyperparameters["alert_rules"] = validate_overrides(alert_rules)
-        except AlertRuleError as exc:
-            raise RunInputError(str(exc), exc.field) from exc
+        hyperparameters["alert_rules"] = validate_overrides(alert_rules)
     if eval_prompt_set is not None:
         if eval_prompt_set.team_id != prompt_set.team_id:
-            raise RunInputError("the eval prompt set must belong to the run's team", "eval_prompt_set")
+            raise FieldError("eval_prompt_set", "the eval prompt set must belong to the run's team")
         if not eval_prompt_set.has_labels:
-            raise RunInputError(
-                f"the eval prompt set {eval_prompt_set.name!r} has no labels: evaluation needs them for pass@k and maj@k",
-                "eval_prompt_set",
-            )
+            raise FieldError("eval_prompt_set", f"the eval prompt set {eval_prompt_set.name!r} has no labels: evaluation needs them for pass@k and maj@k")
     tags = _clean_tags(tags)
     needs_labels = spec.reference_field_for(hyperparameters) is not None
     if needs_labels and not prompt_set.has_labels:
         hint = f"; turn on {spec.own_reference_switch} to run it label-free" if spec.own_reference_switch else ""
-        raise RunInputError(
-            f"{spec.title} needs reference answers and the prompt set {prompt_set.name!r} has no labels{hint}", "prompt_set"
-        )
+        raise FieldError("prompt_set", f"{spec.title} needs reference answers and the prompt set {prompt_set.name!r} has no labels{hint}")
     max_steps = _whole_number(20 if max_steps in (None, "") else max_steps, "max_steps", 1, MAX_STEPS_LIMIT)
     seed = _whole_number(seed or 0, "seed", 0, MAX_SEED)
     # names, never paths on the worker: the worker finds their folders (model_names.resolve)
-    try:
-        model = model_names.check(user, _plain_text(model, "model", Run._meta.get_field("model").max_length), "model")
-        embedding_model = model_names.check(user, _plain_text(
-            embedding_model, "embedding_model", Run._meta.get_field("embedding_model").max_length), "embedding_model")
-    except model_names.ModelNameError as exc:
-        raise RunInputError(str(exc), exc.field) from exc
+    model = model_names.check(user, _plain_text(model or "default", "model", Run._meta.get_field("model").max_length),
+                              "model")
+    embedding_model = model_names.check(user, _plain_text(
+        embedding_model, "embedding_model", Run._meta.get_field("embedding_model").max_length), "embedding_model")
     gpus = _whole_number(default_gpus(model) if gpus in (None, "") else gpus, "gpus", 0, MAX_GPUS)
     nodes = _whole_number(1 if nodes in (None, "") else nodes, "nodes", 1, MAX_NODES)
     if engine_options not in (None, "", {}) and not isinstance(engine_options, dict):
-        raise RunInputError("engine_options must be an object: partition, account, time_limit, sbatch", "engine_options")
-    try:
-        engine_options = slurm_options(engine_options)
-    except LaunchOptionError as exc:
-        raise RunInputError(str(exc), f"engine_options.{exc.field}") from exc
+        raise FieldError("engine_options", "engine_options must be an object: partition, account, time_limit, sbatch")
+    engine_options = slurm_options(engine_options)
     check_run_size(hyperparameters, max_steps)
     with transaction.atomic():
         check_active_runs(prompt_set.team)
@@ -125,8 +106,32 @@ def launch_run(*, user, name, method, prompt_set, model="default", hyperparamete
     return run
 
 
+def _launch_sets(user, prompt_set, team, eval_prompt_set) -> tuple[PromptSet, PromptSet | None]:
+    """The prompt set and eval set a launch names, both visible to the user. A run trains in its prompt set's
+    team: a `team` given must be that one."""
+    chosen = _visible_prompt_set(user, prompt_set, "prompt_set")
+    if team not in (None, ""):
+        team = team_for_new_object(user, team)
+        if team.pk != chosen.team_id:
+            raise FieldError("team", f"the prompt set {chosen.name!r} belongs to team {chosen.team.name!r}; a run trains "
+                                     f"in its prompt set's team, so choose a prompt set of {team.name!r}")
+    evaluation = None if eval_prompt_set in (None, "") else _visible_prompt_set(user, eval_prompt_set, "eval_prompt_set")
+    return chosen, evaluation
+
+
+def _visible_prompt_set(user, value, field: str) -> PromptSet:
+    if value in (None, ""):
+        raise FieldError(field, f"'{field}' is required: choose a prompt set")
+    # an id as a JSON number or a string of digits; 1e400, true or "²" find nothing (never a 500)
+    pk = value if type(value) is int and 0 < value < 2**63 else whole_number(value)
+    found = PromptSet.objects.visible_to(user).select_related("team").filter(pk=pk).first() if pk else None
+    if found is None:
+        raise FieldError(field, f"no prompt set with id {value!r}")
+    return found
+
+
 def check_active_runs(team) -> None:
-    """RunInputError when `team` already has TEAM_MAX_ACTIVE_RUNS queued or running runs on this Evolab's workers
+    """FieldError when `team` already has TEAM_MAX_ACTIVE_RUNS queued or running runs on this Evolab's workers
     (0: no limit), so one team cannot fill the training queue. Locks the team row: two launches at once count in
     turn. Call inside the transaction that queues the run."""
     limit = settings.TEAM_MAX_ACTIVE_RUNS
@@ -135,12 +140,12 @@ def check_active_runs(team) -> None:
     team.lock()
     active = Run.objects.filter(team=team, source=Run.EVOLAB, state__in=(Run.QUEUED, *Run.SUPERVISED)).count()
     if active >= limit:
-        raise RunInputError(f"the team already has {active} queued or running runs, its limit "
-                            f"(EVOLAB_TEAM_MAX_ACTIVE_RUNS = {limit}): wait for one to end or cancel one", "team")
+        raise FieldError("team", f"the team already has {active} queued or running runs, its limit "
+                            f"(EVOLAB_TEAM_MAX_ACTIVE_RUNS = {limit}): wait for one to end or cancel one")
 
 
 def check_run_size(hyperparameters: dict, max_steps: int) -> None:
-    """RunInputError when the run could generate more than TEAM_MAX_RUN_SIZE tokens (0: no limit): prompts per
+    """FieldError when the run could generate more than TEAM_MAX_RUN_SIZE tokens (0: no limit): prompts per
     step × rollouts per prompt × tokens per rollout × steps, the bound a deployment can hold a run to."""
     limit = settings.TEAM_MAX_RUN_SIZE
     factors = [(name, hyperparameters.get(name)) for name in ("prompts_per_step", "n_votes", "max_completion_length")]
@@ -151,8 +156,8 @@ def check_run_size(hyperparameters: dict, max_steps: int) -> None:
         size *= value
     if size > limit:
         terms = " × ".join(f"{name} {value}" for name, value in [*factors, ("max_steps", max_steps)])
-        raise RunInputError(f"the run would generate up to {size:,} tokens ({terms}), over the team limit "
-                            f"(EVOLAB_TEAM_MAX_RUN_SIZE = {limit:,})", "max_steps")
+        raise FieldError("max_steps", f"the run would generate up to {size:,} tokens ({terms}), over the team limit "
+                            f"(EVOLAB_TEAM_MAX_RUN_SIZE = {limit:,})")
 
 
 MAX_SEED = 2**31 - 1  # Run.seed is a 32-bit integer; torch and numpy take any of these
@@ -171,9 +176,9 @@ def _whole_number(value, field: str, low: int, high: int) -> int:
         if is_whole_number(text.removeprefix("-")):
             number = int(text)
     if number is None:
-        raise RunInputError(f"{field} must be a whole number, not {value!r}", field)
+        raise FieldError(field, f"{field} must be a whole number, not {value!r}")
     if not low <= number <= high:
-        raise RunInputError(f"{field} must be between {low} and {high}, not {number}", field)
+        raise FieldError(field, f"{field} must be between {low} and {high}, not {number}")
     return number
 
 
@@ -183,13 +188,13 @@ def _plain_text(value, field: str, max_length: int) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise RunInputError(f"{field} must be text, not {value!r}", field)
+        raise FieldError(field, f"{field} must be text, not {value!r}")
     text = value.strip()
     if len(text) > max_length:
-        raise RunInputError(f"{field} is {len(text):,} characters long; at most {max_length} are accepted", field)
+        raise FieldError(field, f"{field} is {len(text):,} characters long; at most {max_length} are accepted")
     bad = control_character(text)
     if bad is not None:
-        raise RunInputError(f"{field} holds the control character {bad!a}; use printable text", field)
+        raise FieldError(field, f"{field} holds the control character {bad!a}; use printable text")
     return text
 
 
@@ -199,16 +204,16 @@ def _clean_tags(tags) -> list[str]:
     if isinstance(tags, str):
         tags = tags.split(",")
     if not isinstance(tags, (list, tuple)):
-        raise RunInputError("tags must be a list of words or a comma-separated string", "tags")
+        raise FieldError("tags", "tags must be a list of words or a comma-separated string")
     cleaned = []
     for tag in tags:
         tag = _plain_text(str(tag), "tags", 1000)
         if len(tag) > 50:
-            raise RunInputError(f"tag {tag[:50]!r}... is longer than 50 characters", "tags")
+            raise FieldError("tags", f"tag {tag[:50]!r}... is longer than 50 characters")
         if tag and tag not in cleaned:
             cleaned.append(tag)
     if len(cleaned) > 20:
-        raise RunInputError("a run takes at most 20 tags", "tags")
+        raise FieldError("tags", "a run takes at most 20 tags")
     return cleaned
 
 
@@ -216,8 +221,8 @@ def _trained_here(run: Run, verb: str) -> None:
     """A run trained elsewhere (DESIGN §4.8) is stopped, resumed and repeated where it trains: Evolab only
     watches it, and has no worker, prompt set or method of its own to do it with."""
     if run.is_external:
-        raise RunInputError(f"run {run.pk} is trained elsewhere and only reported to Evolab; {verb} it where it "
-                            f"trains", "source")
+        raise FieldError("source", f"run {run.pk} is trained elsewhere and only reported to Evolab; {verb} it where it "
+                                   f"trains", status=409)
 
 
 def cancel_run(run: Run, user) -> Run:
@@ -236,7 +241,7 @@ def resume_run(run: Run, user) -> Run:
     require_role(user, run.team_id, Membership.MEMBER)
     _trained_here(run, "resume")
     if run.state not in (Run.CANCELLED, Run.FAILED):
-        raise RunInputError(f"only a cancelled or failed run can be resumed; this one is {run.state}", "state")
+        raise FieldError("state", f"only a cancelled or failed run can be resumed; this one is {run.state}", status=409)
     # What the ingested log knows, not the run directory: that lives on the workers' disk, which the web
     # process may not see (several hosts). A trainer whose supervisor died may have checkpointed after its
     # last ingested event, so a run with none recorded still resumes: from what the worker finds, or from
@@ -257,7 +262,7 @@ def clone_run(run: Run, *, user, name=None) -> Run:
         user=user,
         name=name or f"{run.name} (clone)",
         method=run.method,
-        prompt_set=run.prompt_set,
+        prompt_set=run.prompt_set_id,
         model=run.model,
         embedding_model=run.embedding_model,
         hyperparameters=run.hyperparameters,
@@ -267,7 +272,7 @@ def clone_run(run: Run, *, user, name=None) -> Run:
         nodes=run.nodes,
         engine_options=run.engine_options,
         queue=run.queue,
-        eval_prompt_set=run.eval_prompt_set,
+        eval_prompt_set=run.eval_prompt_set_id,
         tags=run.tags,
         cloned_from=run,
     )

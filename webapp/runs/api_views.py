@@ -4,19 +4,17 @@ from itertools import chain
 from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
 
 from rl.methods import METHODS
-from webapp.accounts.access import team_for_new_object
 from webapp.alerts.models import Alert
 from webapp.api import api_view, error, json_body
 from webapp.metrics import series
 from webapp.numbers import is_whole_number, whole_number
-from webapp.prompts.models import PromptSet
 
 from . import exports
-from .actions import RunInputError, cancel_run, clone_run, launch_run, resume_run
+from .actions import cancel_run, clone_run, launch_run, resume_run
 from .history import prompt_history
 from .models import Group, Run, RunTransition
 from .queries import group_steps, groups_at, metric_series_of_runs
-from .search import SearchError, search
+from .search import search
 
 
 def with_run(view):
@@ -56,55 +54,11 @@ def runs(request):
     if request.method == "GET":
         runs = Run.objects.visible_to(request.user).select_related("created_by")
         return JsonResponse({"runs": [r.to_json() for r in runs[:500]]})
-    try:
-        data = json_body(request)
-    except ValueError as exc:
-        return error(str(exc))
-    for field in ("name", "method", "prompt_set"):
-        if data.get(field) in (None, ""):
-            return error(f"'{field}' is required", field=field)
-    prompt_set = _visible_prompt_set(request.user, data["prompt_set"])
-    if prompt_set is None:
-        return error(f"no prompt set with id {data['prompt_set']!r}", field="prompt_set")
-    if data.get("team") not in (None, ""):
-        team = team_for_new_object(request.user, data["team"])
-        if team.pk != prompt_set.team_id:
-            return error(f"the prompt set {prompt_set.name!r} belongs to another team; a run trains in its prompt set's team",
-                         field="team")
-    eval_prompt_set = None
-    if data.get("eval_prompt_set") not in (None, ""):
-        eval_prompt_set = _visible_prompt_set(request.user, data["eval_prompt_set"])
-        if eval_prompt_set is None:
-            return error(f"no prompt set with id {data['eval_prompt_set']!r}", field="eval_prompt_set")
-    hyperparameters = data.get("hyperparameters") or {}
-    if not isinstance(hyperparameters, dict):
-        return error("'hyperparameters' must be an object of name → value", field="hyperparameters")
-    try:
-        run = launch_run(
-            user=request.user,
-            name=data["name"],  # launch_run checks it is text
-            method=str(data["method"]),
-            prompt_set=prompt_set,
-            model=data.get("model") or "default",
-            embedding_model=data.get("embedding_model"),
-            hyperparameters=hyperparameters,
-            max_steps=data.get("max_steps"),
-            seed=data.get("seed", 0),
-            gpus=data.get("gpus"),
-            nodes=data.get("nodes"),
-            engine_options=data.get("engine_options"),
-            eval_prompt_set=eval_prompt_set,
-            tags=data.get("tags"),
-        )
-    except RunInputError as exc:
-        return error(str(exc), field=exc.field)
+    data = json_body(request)
+    fields = ("name", "method", "prompt_set", "team", "eval_prompt_set", "model", "embedding_model", "hyperparameters",
+              "max_steps", "seed", "gpus", "nodes", "engine_options", "tags")
+    run = launch_run(user=request.user, **{field: data[field] for field in fields if field in data})
     return JsonResponse(run.to_json(), status=201)
-
-
-def _visible_prompt_set(user, value):
-    # an id as a JSON number or a string of digits; 1e400, true or "²" find nothing (never a 500)
-    pk = value if type(value) is int and 0 < value < 2**63 else whole_number(value)
-    return PromptSet.objects.visible_to(user).filter(pk=pk).first() if pk else None
 
 
 @api_view(["GET"])
@@ -117,12 +71,7 @@ def _action(act):
     @api_view(["POST"])
     @with_run
     def view(request, run):
-        try:
-            result = act(request, run)
-        except RunInputError as exc:
-            return error(str(exc), 409 if exc.field in ("state", "source") else 400, field=exc.field)
-        except ValueError as exc:  # an unreadable request body
-            return error(str(exc))
+        result = act(request, run)
         return JsonResponse(result.to_json(), status=201 if result.pk != run.pk else 200)
 
     return view
@@ -210,10 +159,7 @@ def run_rollouts_export(request, run_id):
     if kind not in exports.ROLLOUT_FORMATS:
         return error(f"format must be one of {', '.join(exports.ROLLOUT_FORMATS)}, not {kind!r}", field="format")
     pages = exports.rollout_pages(run_id, {k: v for k, v in request.GET.items() if k not in ("format", "limit", "cursor")})
-    try:
-        first = next(pages, [])
-    except SearchError as exc:
-        return error(str(exc), field=exc.field)
+    first = next(pages, [])
     write = {"jsonl": exports.rollouts_jsonl, "csv": exports.rollouts_csv, "parquet": exports.rollouts_parquet}[kind]
     return _attachment(write(chain([first], pages)), exports.ROLLOUT_FORMATS[kind], f"run-{run_id}-rollouts.{kind}")
 
@@ -229,10 +175,7 @@ def _attachment(body, content_type: str, filename: str) -> StreamingHttpResponse
 @with_run_id
 def run_rollout_search(request, run_id):
     """Every rollout of the run matching the filters, a keyset page at a time (webapp/runs/search.py)."""
-    try:
-        page = search(run_id, request.GET)
-    except SearchError as exc:
-        return error(str(exc), field=exc.field)
+    page = search(run_id, request.GET)
     body = {"run": run_id, "results": page.results, "next_cursor": page.next_cursor}
     if page.text_not_searched is not None:
         body["text_index"] = page.text_index_json()

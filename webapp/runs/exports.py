@@ -21,10 +21,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from django.conf import settings
 
+from rl.params import FieldError
+
 from webapp.metrics import series
 from webapp.metrics.models import MetricSeries
 
-from .search import SearchError, search
+from .search import search
 
 FORMATS = {"csv": "text/csv; charset=utf-8", "parquet": "application/vnd.apache.parquet"}
 METRIC_SCHEMA = pa.schema([("name", pa.string()), ("step", pa.int64()), ("value", pa.float64()),
@@ -87,7 +89,7 @@ def rollout_pages(run_id: int, params: dict):
         page = search(run_id, params)
         if first and page.text_not_searched:
             # a search page can say what it did not read; a file cannot, and must hold every match
-            raise SearchError("q", f"the run's text index is behind: {_behind(page)} rollouts past the "
+            raise FieldError("q", f"the run's text index is behind: {_behind(page)} rollouts past the "
                                    f"{settings.TEXT_SEARCH_UNINDEXED_MAX:,} unindexed ones a search reads were not "
                                    "searched, and an export must hold every match: export once the index has caught "
                                    "up (the search page shows the matches among the rollouts it reached now)")

@@ -7,12 +7,12 @@ per-run alert-rule overrides (alert-KIND-PARAM), of which only the values that d
 from the team's effective thresholds are sent, as hyperparameters["alert_rules"]."""
 from dataclasses import dataclass, field
 
-from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
-from rl.alert_rule_specs import RULE_KINDS, RULES, AlertRuleError, resolve_thresholds
-from rl.methods import METHODS
-from webapp.accounts.access import require_role, role_in, teams_of
+from rl.alert_rule_specs import RULE_KINDS, RULES, resolve_thresholds
+from rl.methods import METHODS, Method, get_method
+from rl.params import FieldError
+from webapp.accounts.access import role_in, teams_of
 from webapp.accounts.models import Membership
 from webapp.accounts.teams import current_team
 from webapp.alerts.models import TeamAlertRules
@@ -20,7 +20,7 @@ from webapp.numbers import whole_number
 from webapp.prompts.models import PromptSet
 
 from . import presets
-from .actions import RunInputError, launch_run
+from .actions import launch_run
 from .models import Run
 
 # Sections of the hyperparameters, in display order; "method" takes what the others do not.
@@ -63,7 +63,7 @@ def _text(value) -> str:
 @dataclass
 class FormError:
     message: str
-    field: str | None  # the RunInputError's field ("n_train", "alert_rules.entropy_collapse.fraction", ...)
+    field: str | None  # the FieldError's field ("n_train", "alert_rules.entropy_collapse.fraction", ...)
     key: str | None  # the form input it marks, e.g. "hp-ttrl-n_train"
 
 
@@ -94,7 +94,7 @@ def team_thresholds(team_ids) -> dict:
     for team_id in team_ids:
         try:
             result[team_id] = resolve_thresholds(stored.get(team_id) or {})
-        except AlertRuleError:  # a stale stored override: the defaults, rather than no form
+        except FieldError:  # a stale stored override: the defaults, rather than no form
             result[team_id] = resolve_thresholds()
     return result
 
@@ -222,12 +222,12 @@ def _set_owner(values, sets) -> int | None:
     return next((s.team_id for s in sets if s.pk == pk), None)
 
 
-def hyperparameters_from_form(method: str, post) -> dict:
+def hyperparameters_from_form(method: Method, post) -> dict:
     """The selected method's fields (named hp-METHOD-NAME). An unticked checkbox sends
     nothing, so booleans are read as presence; an empty input means the default."""
     values = {}
-    for hp in METHODS[method].hyperparameters:
-        key = hp_key(method, hp.name)
+    for hp in method.hyperparameters:
+        key = hp_key(method.name, hp.name)
         if hp.type == "bool":
             values[hp.name] = key in post
         elif post.get(key, "") != "":
@@ -254,7 +254,7 @@ def alert_overrides_from_form(post, effective: dict) -> dict:
                 continue
             try:
                 value = param.coerce(raw, field_name)
-            except AlertRuleError:
+            except FieldError:
                 overrides.setdefault(kind, {})[param.name] = raw
                 continue
             if value != effective[kind].get(param.name):
@@ -269,48 +269,25 @@ def submit(request):
     post = request.POST
     form = posted_form(request)
     values = form.values
-    visible_sets = PromptSet.objects.visible_to(user).select_related("team")
+    method = values["method"]
     try:
-        prompt_set = visible_sets.filter(pk=whole_number(values["prompt_set"]) or 0).first()
-        if prompt_set is None:
-            raise RunInputError("choose a prompt set", "prompt_set")
-        if values["team"]:
-            team = teams_of(user).filter(pk=whole_number(values["team"]) or 0).first()
-            if team is None:
-                raise RunInputError(f"no team {values['team']!r} among yours", "team")
-            require_role(user, team, Membership.MEMBER)
-            if team.pk != prompt_set.team_id:
-                raise RunInputError(
-                    f"the prompt set {prompt_set.name!r} belongs to team {prompt_set.team.name!r}; a run trains in its "
-                    f"prompt set's team, so choose a prompt set of {team.name!r}", "team")
-        require_role(user, prompt_set.team, Membership.MEMBER)
-        method = values["method"]
-        if method not in METHODS:
-            raise RunInputError(f"unknown method {method!r}", "method")
-        eval_prompt_set = None
-        if values["eval_prompt_set"]:
-            eval_prompt_set = visible_sets.filter(pk=whole_number(values["eval_prompt_set"]) or 0).first()
-            if eval_prompt_set is None:
-                raise RunInputError(f"no prompt set with id {values['eval_prompt_set']!r}", "eval_prompt_set")
-        cloned_from = None
-        if values["cloned_from"]:
-            cloned_from = Run.objects.visible_to(user).filter(pk=whole_number(values["cloned_from"]) or 0).first()
-        hyperparameters = hyperparameters_from_form(method, post)
-        effective = team_thresholds([prompt_set.team_id])[prompt_set.team_id]
+        hyperparameters = hyperparameters_from_form(get_method(method), post)
+        # the alert table showed the chosen team's thresholds: what differs from them is an override
+        effective = form.team_thresholds.get(_team_of_post(values, form.prompt_sets)) or resolve_thresholds()
         overrides = alert_overrides_from_form(post, effective)
         if overrides:
             hyperparameters["alert_rules"] = overrides
+        cloned_from = None
+        if values["cloned_from"]:
+            cloned_from = Run.objects.visible_to(user).filter(pk=whole_number(values["cloned_from"]) or 0).first()
         run = launch_run(
-            user=user, name=values["name"], method=method, prompt_set=prompt_set, model=values["model"],
-            embedding_model=values["embedding_model"],
-            hyperparameters=hyperparameters, max_steps=values["max_steps"], seed=values["seed"], gpus=values["gpus"],
-            eval_prompt_set=eval_prompt_set, tags=values["tags"], cloned_from=cloned_from, nodes=values["nodes"],
+            user=user, method=method, hyperparameters=hyperparameters, cloned_from=cloned_from,
+            **{name: values[name] for name in ("name", "team", "prompt_set", "eval_prompt_set", "model", "embedding_model",
+                                               "max_steps", "seed", "gpus", "nodes", "tags")},
             engine_options={name: values[field].split() if name == "sbatch" else values[field].strip()
                             for name, field in SLURM_FIELDS.items()},
         )
-    except PermissionDenied:
-        raise
-    except RunInputError as exc:
+    except FieldError as exc:
         form.error = FormError(str(exc), exc.field, error_key(values["method"], exc.field))
         return None, form
     return run, None

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from django.conf import settings
 
+from rl.params import FieldError
 from rl.policy import CHECKPOINTS_DIR, last_checkpoint
 from webapp.accounts.access import teams_of
 
@@ -28,15 +29,15 @@ _RUN_CHECKPOINT = re.compile(r"run:([1-9][0-9]{0,17})(?:/(checkpoint-[0-9]{1,12}
 DEFAULTS = {"model": "default", "embedding_model": ""}
 
 
-class ModelNameError(ValueError):
-    """A model name that names nothing this Evolab offers the user; `field` is model or embedding_model."""
+class ModelNameError(FieldError):
+    """A model name that names nothing this Evolab offers the user; `field` is model or embedding_model. One
+    sentence for every refusal, so that a missing folder and another team's run read alike."""
 
     def __init__(self, value: str, field: str):
         default = '"default" (the shipped policy), ' if field == "model" else "nothing (the shipped MiniLM), "
         checkpoint = ", or run:<id> for the last checkpoint of a run you can see" if field == "model" else ""
-        super().__init__(f"{value!r} is not a model this Evolab offers: use {default}the name of a folder under its "
-                         f"model roots (EVOLAB_MODEL_ROOTS){checkpoint}")
-        self.field = field
+        super().__init__(field, f"{value!r} is not a model this Evolab offers: use {default}the name of a folder "
+                                f"under its model roots (EVOLAB_MODEL_ROOTS){checkpoint}")
 
     @property
     def run_message(self) -> str:

@@ -19,6 +19,7 @@ from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, F, FloatField, Q, Value
 from django.db.models.expressions import RawSQL
 
+from rl.params import FieldError
 from webapp.prompts.models import Prompt
 from webapp.numbers import MAX_DIGITS, whole_number
 
@@ -56,14 +57,6 @@ def search_orders(run) -> list[str]:
     return [*INDEXED_ORDERS, *declared, *sorted(k for k in numbers - set(declared) if set(k) <= EXTRA_KEY_CHARS)]
 
 
-class SearchError(ValueError):
-    """A parameter the search cannot use: the message names it and its value."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
-
-
 @dataclass
 class Page:
     results: list[dict]
@@ -84,11 +77,11 @@ def search(run_id: int, params) -> Page:
     order = params.get("order") or "step"
     descending, field = order.startswith("-"), order.lstrip("-")
     if field not in INDEXED_ORDERS and not (field and set(field) <= EXTRA_KEY_CHARS):
-        raise SearchError("order", f"order must be a field ({', '.join(INDEXED_ORDERS)}) or a method extra "
+        raise FieldError("order", f"order must be a field ({', '.join(INDEXED_ORDERS)}) or a method extra "
                                    f"such as novelty, optionally with '-', not {order!r}")
     limit = _integer(params, "limit", DEFAULT_LIMIT)
     if not 1 <= limit <= MAX_LIMIT:
-        raise SearchError("limit", f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
+        raise FieldError("limit", f"limit must be between 1 and {MAX_LIMIT}, not {limit}")
 
     filters = _filters(params)
     run = Run.objects.only("method", "last_step").get(pk=run_id)
@@ -151,7 +144,7 @@ def _order_by_extra(run: Run, name: str, rows, filters: dict):
     if Rollout.objects.filter(run_id=run.pk, **steps)[:cap + 1].count() > cap:
         indexed = [*INDEXED_ORDERS, *(run.spec.search_extras if run.spec and search_indexes.has_extra_indexes(connection)
                                       else ())]
-        raise SearchError("order", f"order {name!r} has no index for this run: a search ordered by it sorts at most "
+        raise FieldError("order", f"order {name!r} has no index for this run: a search ordered by it sorts at most "
                                    f"{cap:,} rollouts, and this one spans more; narrow it with step_min and step_max, "
                                    f"or order by one of {', '.join(indexed)}")
     return rows, _numeric_extra(name)
@@ -188,17 +181,17 @@ def _prompts_saying(run_id: int, text: str) -> list[str]:
     wanted = set(terms)
     ids = sorted({pid for pid, body in found if wanted <= set(text_search.words(body or ""))})
     if len(ids) > MAX_PROMPTS_MATCHED:
-        raise SearchError("prompt_text", f"prompt_text {text!r} matches {len(ids)} prompts, more than "
+        raise FieldError("prompt_text", f"prompt_text {text!r} matches {len(ids)} prompts, more than "
                                          f"{MAX_PROMPTS_MATCHED}: add a word")
     return ids
 
 
 def _words(name: str, text: str) -> list[str]:
     if len(text) > MAX_QUERY_CHARS:
-        raise SearchError(name, f"{name} must be at most {MAX_QUERY_CHARS} characters, not {len(text)}")
+        raise FieldError(name, f"{name} must be at most {MAX_QUERY_CHARS} characters, not {len(text)}")
     terms = text_search.words(text)
     if not terms:
-        raise SearchError(name, f"{name} must contain a word to search for, not {text!r}")
+        raise FieldError(name, f"{name} must contain a word to search for, not {text!r}")
     return terms
 
 
@@ -221,7 +214,7 @@ def _filters(params) -> dict:
         elif value in FALSE:
             out[column] = False
         elif value:
-            raise SearchError(name, f"{name} must be true or false, not {params.get(name)!r}")
+            raise FieldError(name, f"{name} must be true or false, not {params.get(name)!r}")
     # the rollouts of steps run again after a resume replace the earlier attempt's; superseded=true shows those
     out.setdefault("superseded", False)
     return out
@@ -233,7 +226,7 @@ def _integer(params, name: str, default):
         return default
     number = whole_number(str(text).strip())
     if number is None:
-        raise SearchError(name, f"{name} must be a whole number of at most {MAX_DIGITS} digits, not {text!r}")
+        raise FieldError(name, f"{name} must be a whole number of at most {MAX_DIGITS} digits, not {text!r}")
     return number
 
 
@@ -242,9 +235,9 @@ def _number(params, name: str) -> float:
     try:
         value = float(text)
     except ValueError:
-        raise SearchError(name, f"{name} must be a number, not {text!r}") from None
+        raise FieldError(name, f"{name} must be a number, not {text!r}") from None
     if not math.isfinite(value):
-        raise SearchError(name, f"{name} must be a finite number, not {text!r}")
+        raise FieldError(name, f"{name} must be a finite number, not {text!r}")
     return value
 
 
@@ -288,5 +281,5 @@ def _decode(text: str | None):
         if not isinstance(pk, int) or not (value is None or isinstance(value, (int, float))):
             raise ValueError
     except (ValueError, TypeError, UnicodeDecodeError):
-        raise SearchError("cursor", f"cursor {text!r} is not one this search returned") from None
+        raise FieldError("cursor", f"cursor {text!r} is not one this search returned") from None
     return value, pk

@@ -10,6 +10,7 @@ from django.middleware.csrf import get_token
 from django.views.decorators.http import require_POST
 
 from rl.answers import matches_reference
+from rl.params import FieldError
 from webapp.accounts.access import require_role, role_in
 from webapp.accounts.models import Membership
 from webapp.alerts.models import Alert
@@ -17,13 +18,13 @@ from webapp.metrics import series
 from webapp.numbers import whole_number
 
 from . import launch_form, metric_groups
-from .actions import RunInputError, cancel_run, resume_run
+from .actions import cancel_run, resume_run
 from .api_views import MAX_COMPARED_RUNS, parse_run_ids
 from .health import check, no_worker_for, shown_to
 from .history import prompt_history, prompt_texts
 from .listing import run_listing
 from .models import Run, RunTransition
-from .search import SEARCH_PARAMS, SearchError, search, search_orders
+from .search import SEARCH_PARAMS, search, search_orders
 from .queries import (
     chart_metrics,
     group_steps,
@@ -157,7 +158,7 @@ def rollout_search_page(request, pk):
                "filters": urlencode({k: v for k, v in params.items() if k not in ("cursor", "limit")})}
     try:
         found = search(run.pk, params)
-    except SearchError as exc:
+    except FieldError as exc:
         return render(request, "runs/rollout_search.html", {**context, "error": str(exc), "error_field": exc.field},
                       status=400)
     extra_keys = sorted({k for r in found.results for k in r["extra"]})
@@ -199,7 +200,7 @@ def run_action(request, pk, action):
             # Cloning opens the launch form pre-filled, to edit before launching.
             require_role(request.user, run.team_id, Membership.MEMBER)
             return redirect(f"{reverse('runs:new')}?clone={run.pk}")
-    except RunInputError as exc:
+    except FieldError as exc:
         messages.error(request, str(exc))
     return redirect(run)
 
