@@ -87,8 +87,6 @@
         noteShared();
       },
       status: function (m) {
-        // The supervisor, not the trainer, says how a run ended.
-        if (m.source === "trainer" && TERMINAL.indexOf(m.state) >= 0) return;
         if (TERMINAL.indexOf(m.state) >= 0) ended(m.state); else setState(r.id, m.state);
       },
     });

@@ -365,26 +365,17 @@
     },
     group: function (m) { addStepLink(m.step); if (addGroup(m)) drawHeatmap(); },
     engine: showEngine,
+    // The run's one word on its state, from its lifecycle: the run's row (state, message, times, step), as
+    // the API gives it, with the history row that caused it.
     status: function (m) {
       if (m.transition) { liveTransitions.push(m.transition); addTransition(m.transition); }
-      showEngine(m.engine);
-      if (m.source === "trainer") {
-        // The trainer says `running` each time it starts; after the first, it is a resume.
-        if (m.state === "running") {
-          // after_step: where the trainer stopped logging; lastStep may be ahead (an API read raced the socket)
-          const at = m.after_step === undefined ? lastStep : m.after_step;
-          if (started) { resumes.push({ step: at, time: Date.now() / 1000 }); redrawMarkers(); }
-          started = true;
-        }
-        // The supervisor has the last word on how a run ended (exit code, cancel).
-        if (TERMINAL.indexOf(m.state) >= 0) return;
-      }
-      if (TERMINAL.indexOf(m.state) >= 0) {
-        finishedAt = Date.now();
-        // The finish time and final message are the database's; read them once, then stop.
-        C.getJSON("/api/runs/" + runId).then(applyRun).catch(function () { /* keep what we have */ });
-      }
-      setState(m.state, m.message);
+      if (m.state === "running") started = true;
+      applyRun(m);
+    },
+    // A trainer started again: the marker goes at the step it had logged before (the server says which).
+    resume: function (m) {
+      resumes.push({ step: m.step, time: m.time });
+      redrawMarkers();
     },
     alert: function (m) { showAlert(m); },
     open: function () {

@@ -105,6 +105,19 @@ def test_the_status_message_carries_the_new_row(user, monkeypatch):
     assert status["transition"]["cause_title"] == "taken by a worker" and status["transition"]["worker"] == "w1"
 
 
+def test_the_status_message_carries_the_runs_row_so_the_page_needs_no_second_read(user, monkeypatch):
+    pushed = []
+    monkeypatch.setattr(lifecycle, "push_on_commit", lambda **kw: pushed.append(kw))
+    run = launched(user)
+    lifecycle.claim(run.pk, owner="w1")
+    lifecycle.finish(Run.objects.get(pk=run.pk), Run.FAILED, "the trainer exited with code 1", 1, "", owner="w1")
+    status = [m for kw in pushed if kw.get("run_id") == run.pk for m in kw["messages"] if m["type"] == "status"][-1]
+    run.refresh_from_db()
+    assert {k: status[k] for k in ("state", "message", "started_at", "finished_at", "last_step", "total_steps")} == {
+        "state": "failed", "message": "the trainer exited with code 1", "started_at": run.started_at.isoformat(),
+        "finished_at": run.finished_at.isoformat(), "last_step": None, "total_steps": run.total_steps}
+
+
 def test_the_api_pages_through_the_history_newest_first(api_client, user):
     run = launched(user)
     for n in range(4):

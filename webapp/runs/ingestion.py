@@ -64,16 +64,20 @@ def _json_safe(value):
     return value
 
 
-def _live_messages(events: list[dict], last_step: int | None) -> list[dict]:
-    """The events' live messages, in order. A trainer status says after which step it came
-    (`after_step`, the highest step logged before it, as queries.resume_points places a resume): the
-    page cannot tell from what it has read, which an API read racing the socket may have put ahead."""
+def _live_messages(events: list[dict], last_step: int | None, started: bool) -> list[dict]:
+    """The events' live messages, in order. The trainer's statuses are not among them: the run's state reaches
+    its page from its lifecycle alone (lifecycle.announce). A trainer that says `running` again (`started`: it
+    said so before) was resumed: a `resume` message places the page's marker at the step logged just before it,
+    as queries.resume_points does, which the page cannot tell from what it has read (an API read racing the
+    socket may have put it ahead)."""
     messages = []
     for event in events:
+        if event["type"] == "status" and event.get("state") == "running":
+            if started:
+                messages.append({"type": "resume", "step": last_step, "time": event.get("time")})
+            started = True
         message = _live_message(event)
         if message is not None:
-            if message["type"] == "status":
-                message["after_step"] = last_step
             messages.append(message)
         if isinstance(event.get("step"), int):
             last_step = event["step"] if last_step is None else max(last_step, event["step"])
@@ -108,8 +112,6 @@ def _live_message(event: dict) -> dict | None:
     if kind == "questions":  # the page links the set; its rows are read from the database
         return {"type": "questions", "iteration": event["iteration"], "offset": event["offset"],
                 "count": len(event.get("questions", [])), "total": event["total"]}
-    if kind == "status":
-        return {"type": "status", "state": event.get("state"), "message": event.get("message", ""), "source": "trainer"}
     return None
 
 
@@ -166,7 +168,7 @@ def _ingest(run: Run, events: list[dict], append: bool) -> int:
                    [updates["last_seq"], updates.get("last_step", stored_step), run.pk])
         for name, value in updates.items():
             setattr(run, name, value)
-        messages = _live_messages(new, stored_step)
+        messages = _live_messages(new, stored_step, _started_before(run, new))
         trained = [e for e in new if e["type"] == "metrics"]
         if memory.rules is not None:
             memory.rules.add(new)
@@ -184,6 +186,13 @@ def _ingest(run: Run, events: list[dict], append: bool) -> int:
         transaction.on_commit(lambda: setattr(run, "_ingest_memory", memory))
     keep_statistics()
     return len(new)
+
+
+def _started_before(run: Run, new: list[dict]) -> bool:
+    """Whether the run's trainer said `running` before these events (asked only when one of them says it)."""
+    if not any(e["type"] == "status" and e.get("state") == "running" for e in new):
+        return False
+    return RunEvent.objects.filter(run=run, type="status", seq__lt=new[0]["seq"], payload__state="running").exists()
 
 
 def _steps_to_judge(steps: list[int], last_step: int | None) -> list[int]:

@@ -51,18 +51,21 @@ def run_message(run: Run) -> dict:
     }
 
 
-def announce(run_id: int, cause: str | None = None, by=None, worker: str = "", extra: dict | None = None) -> None:
+def announce(run_id: int, cause: str | None = None, by=None, worker: str = "") -> None:
     """The run's new state, recorded in its history as caused by `cause` (None: nothing the history keeps,
     a renamed run or a new reason from its engine), and after commit told to its page and its team (the one
     place both are told)."""
     run = Run.objects.get(pk=run_id)
-    status = {"type": "status", "state": run.state, "message": run.message, **(extra or {})}
+    row = run_message(run)
+    # The run page's one word on the run's state: the row as the API gives it (times, message, step), the
+    # engine's job and the history row, so the page never reads the run back to learn how it ended.
+    status = {**row, "type": "status"}
     if cause is not None:
         status["transition"] = RunTransition.record(run, cause, by, worker).to_json()
     if run.engine and run.engine != "local":
         status["engine"] = run.engine_json()
     push_on_commit(run_id=run.pk, messages=[status])
-    push_on_commit(team_id=run.team_id, messages=[run_message(run)])
+    push_on_commit(team_id=run.team_id, messages=[row])
 
 
 def progress_message(run: Run, health: dict) -> dict:
