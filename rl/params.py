@@ -1,5 +1,5 @@
 """Reading typed settings from JSON or form text: the conversions shared by the method
-schemas (rl/methods/schema.py) and the alert-rule schemas (rl/alert_rule_specs.py), and
+schemas (rl/methods/schema.py) and the alert-rule schemas (webapp/alerts/rule_specs.py), and
 `FieldError`, the one error every check of Evolab's input raises."""
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def test_an_admin_adds_a_webhook_and_a_bad_url_is_named(team, django_user_model)
 
 
 def test_saving_rules_keeps_only_values_that_differ_from_the_defaults(team, django_user_model):
-    from rl.alert_rule_specs import RULES, defaults
+    from webapp.alerts.rule_specs import RULES, defaults
 
     form = {"action": "save_rules"}
     for kind, values in defaults().items():

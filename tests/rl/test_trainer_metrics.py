@@ -1,5 +1,5 @@
 """Metric names of trainers Evolab does not run, mapped onto DESIGN §5's (rl/trainer_metrics.py)."""
-from rl.alert_rule_specs import RULES
+from webapp.alerts.rule_specs import RULES
 from rl.trainer_metrics import TRAINER_METRICS, detect_trainer, with_design_names
 
 

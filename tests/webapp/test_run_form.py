@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from rl.alert_rule_specs import RULE_KINDS, RULES, defaults
+from webapp.alerts.rule_specs import RULE_KINDS, RULES, defaults
 from rl.methods import METHODS, validate_hyperparameters
 from tests.factories import make_prompt_set, make_team
 from webapp.alerts.models import TeamAlertRules

@@ -4,13 +4,13 @@ import json
 
 from django.http import JsonResponse
 
-from rl.alert_rule_specs import RULES, defaults, resolve_thresholds, validate_overrides
 from webapp.accounts.access import require_role
 from webapp.accounts.models import Membership, Team
 from webapp.api import api_view, error, json_body
 from webapp.numbers import whole_number
 
 from . import engine
+from .rule_specs import RULES, defaults, resolve_thresholds, validate_overrides
 from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
 
 MAX_ALERTS = 500

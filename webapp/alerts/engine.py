@@ -1,6 +1,6 @@
 """Collapse monitoring (DESIGN §4.5): the one place alerts are opened, updated, resolved
 and acknowledged, and their notifications queued. The rule logic itself is pure and
-lives in rl/alert_rules.py; this module feeds it a run's history and persists its answer.
+lives in webapp/alerts/rules.py; this module feeds it a run's history and persists its answer.
 
 Called where events are ingested (webapp/runs/ingestion.py, every new step), when a run ends
 failed (webapp/runs/lifecycle.py) and by the periodic stalled-run check."""
@@ -13,14 +13,14 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from rl.alert_rule_specs import RULES, resolve_thresholds
-from rl.alert_rules import History, evaluate_run_failed, evaluate_stalled, evaluate_step_rules
 from webapp.live import push_on_commit
 from webapp import bulk
 from webapp.metrics import series
 from webapp.metrics.models import MetricSeries
 from webapp.tasks import DELIVER_WEBHOOK, SEND_ALERT_EMAIL, send_on_commit
 
+from .rule_specs import RULES, resolve_thresholds
+from .rules import History, evaluate_run_failed, evaluate_stalled, evaluate_step_rules
 from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
 
 log = logging.getLogger(__name__)

@@ -91,7 +91,7 @@ class Alert(models.Model):
 
 class TeamAlertRules(models.Model):
     """A team's threshold overrides, {rule kind: {param: value}}, on top of the defaults of
-    rl.alert_rules; a run's hyperparameters["alert_rules"] override these in turn."""
+    webapp.alerts.rules; a run's hyperparameters["alert_rules"] override these in turn."""
 
     team = models.OneToOneField("accounts.Team", on_delete=models.CASCADE, related_name="alert_rules")
     overrides = models.JSONField(default=dict)

@@ -4,11 +4,11 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect, render
 
-from rl.alert_rule_specs import RULES, resolve_thresholds, validate_overrides
 from rl.params import FieldError
 from webapp.accounts.access import require_role, role_in, team_or_404
 from webapp.accounts.models import Membership
 
+from .rule_specs import RULES, resolve_thresholds, validate_overrides
 from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
 
 

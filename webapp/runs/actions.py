@@ -3,7 +3,7 @@ naming the field (webapp/api.py answers it as JSON, the launch form marks the fi
 from django.conf import settings
 from django.db import transaction
 
-from rl.alert_rule_specs import validate_overrides
+from webapp.alerts.rule_specs import validate_overrides
 from rl.launch import slurm_options
 from rl.methods import get_method, validate_hyperparameters
 from rl.params import FieldError

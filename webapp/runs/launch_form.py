@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from django.http import Http404
 
-from rl.alert_rule_specs import RULE_KINDS, RULES, resolve_thresholds
+from webapp.alerts.rule_specs import RULE_KINDS, RULES, resolve_thresholds
 from rl.methods import METHODS, Method, get_method
 from rl.params import FieldError
 from webapp.accounts.access import role_in, teams_of

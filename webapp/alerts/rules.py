@@ -5,7 +5,7 @@ metric history (DESIGN §5 names plus ``invalid_ratio``, ``zero_variance_groups`
 ``truncated_ratio`` derived from the step's rollouts) and the run's thresholds
 (``resolve_thresholds(team_overrides, run_overrides)``). Storing alerts, keeping one open
 alert per (run, rule) and delivering them happen elsewhere; this module only judges.
-The rules' parameters, defaults and documentation are in rl/alert_rule_specs.py.
+The rules' parameters, defaults and documentation are in webapp/alerts/rule_specs.py.
 
 The failure the rules watch for is the one the EVOL-RL paper documents for majority-only
 label-free RL (TTRL): policy entropy collapses, responses get shorter, rollouts converge
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Callable, Sequence
 
-from rl.alert_rule_specs import STEP_RULE_KINDS, rule_thresholds
+from .rule_specs import STEP_RULE_KINDS, rule_thresholds
 from rl.params import finite
 
 # A mean length this close to max_completion_length counts as pinned at the limit when the

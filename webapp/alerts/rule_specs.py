@@ -1,6 +1,6 @@
 """The collapse-alert rules as data (DESIGN §4.5): their kinds, parameters, defaults and
 documentation, and the checking and layering of thresholds (defaults, then a team's
-overrides, then a run's). What each rule judges is in rl/alert_rules.py.
+overrides, then a run's). What each rule judges is in webapp/alerts/rules.py.
 
 Figures in the EVOL-RL paper text are images, so exact thresholds are our choice; each
 rule's description says which observation it rests on and what its defaults mean.

@@ -1,4 +1,4 @@
-"""What the collapse-alert rules judge (rl/alert_rules.py, DESIGN §4.5).
+"""What the collapse-alert rules judge (webapp/alerts/rules.py, DESIGN §4.5).
 
 Every stream below is small enough to check by hand; with the default window of 3 the
 smoothed value is the median of the last three steps and the start value the median of
@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from rl.alert_rule_specs import RULE_KINDS, defaults, resolve_thresholds
-from rl.alert_rules import Finding, History, evaluate_run_failed, evaluate_stalled, evaluate_step_rules
+from webapp.alerts.rule_specs import RULE_KINDS, defaults, resolve_thresholds
+from webapp.alerts.rules import Finding, History, evaluate_run_failed, evaluate_stalled, evaluate_step_rules
 
 STEP_KINDS = RULE_KINDS[:7]
 
