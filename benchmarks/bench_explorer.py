@@ -2,7 +2,7 @@
 
 A synthetic EVOL-RL-shaped run (8 prompts × 64 rollouts of ~2 KB per step, 1,954 steps) is ingested
 through the project's own ingestion (webapp.runs.ingestion.ingest_events, one call per step as a live
-supervisor polls), its texts indexed as the supervisor indexes them (webapp.runs.text_search.catch_up),
+supervisor polls), its texts indexed as the supervisor indexes them (webapp.explorer.text_search.catch_up),
 then daphne answers, with an API token on one kept-alive connection:
 - searches (first pages, a deep keyset page, filters, free text both rare and common, a method extra)
   and a prompt's history (API and page): p95 of 30 each, goal ≤ 100 ms;
@@ -125,7 +125,7 @@ def main() -> int:
     else:
         url = dp.recreate_database("evolab_explorer_bench")
         user, prompt_set, token = dp.django_setup(url)
-        from webapp.runs import text_search
+        from webapp.explorer import text_search
         from webapp.runs.table_statistics import keep_statistics
 
         pool = pool_of_texts()
@@ -139,7 +139,7 @@ def main() -> int:
         print(f"  ingest {ingest_rate:,.0f} rollouts/s; text index built behind it at {index_rate:,.0f} rollouts/s",
               flush=True)
     import requests
-    from webapp.runs.search import search
+    from webapp.explorer.search import search
 
     tmp = Path(tempfile.mkdtemp(prefix="evolab-explorer-"))
     port = dp.free_port()

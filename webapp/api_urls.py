@@ -1,6 +1,7 @@
 from django.urls import path
 
 from webapp.api import by_method
+from webapp.explorer import api_views as explorer
 from webapp.external import api_views as external
 from webapp.prompts import api_views as prompts
 from webapp.runs import api_views as runs
@@ -18,14 +19,14 @@ urlpatterns = [
     path("runs/<id:pk>/transitions", runs.run_transitions),
     path("runs/<id:pk>/alerts", runs.run_alerts),
     path("runs/<id:pk>/metrics", runs.run_metrics),
-    path("runs/<id:pk>/metrics/export", runs.run_metrics_export),
+    path("runs/<id:pk>/metrics/export", explorer.run_metrics_export),
     path("compare", runs.compare),
     # a run's rollouts: read (any run), reported (a run trained elsewhere, DESIGN §4.8)
-    path("runs/<id:pk>/rollouts", by_method(GET=runs.run_rollouts, POST=external.post_rollouts)),
-    path("runs/<id:pk>/rollouts/search", runs.run_rollout_search),
-    path("runs/<id:pk>/rollouts/export", runs.run_rollouts_export),
-    path("runs/<id:pk>/groups/<id:step>/<str:prompt_id>", runs.run_group),
-    path("runs/<id:pk>/prompts/<path:prompt_id>/history", runs.run_prompt_history),
+    path("runs/<id:pk>/rollouts", by_method(GET=explorer.run_rollouts, POST=external.post_rollouts)),
+    path("runs/<id:pk>/rollouts/search", explorer.run_rollout_search),
+    path("runs/<id:pk>/rollouts/export", explorer.run_rollouts_export),
+    path("runs/<id:pk>/groups/<id:step>/<str:prompt_id>", explorer.run_group),
+    path("runs/<id:pk>/prompts/<path:prompt_id>/history", explorer.run_prompt_history),
     path("runs/<id:pk>/rzero/<id:iteration>/questions", runs.run_rzero_questions),
 ]
 

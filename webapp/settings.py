@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "webapp.accounts",
     "webapp.prompts",
     "webapp.runs",
+    "webapp.explorer",
     "webapp.alerts",
     "webapp.external",
 ]
@@ -226,10 +227,10 @@ EVOLAB_BASE_URL = os.environ.get("EVOLAB_BASE_URL", "http://127.0.0.1:" + os.env
 TEAM_MAX_ACTIVE_RUNS = int(os.environ.get("EVOLAB_TEAM_MAX_ACTIVE_RUNS", 0))
 TEAM_MAX_RUN_SIZE = int(os.environ.get("EVOLAB_TEAM_MAX_RUN_SIZE", 0))
 # A text search reads the texts of at most this many rollouts its run's text index has not reached yet; those
-# past them are not searched, and the answer says how many (webapp/runs/text_search.py)
+# past them are not searched, and the answer says how many (webapp/explorer/text_search.py)
 TEXT_SEARCH_UNINDEXED_MAX = int(os.environ.get("EVOLAB_TEXT_SEARCH_UNINDEXED_MAX", 20_000))
 # A search ordered by an extra with no index for its run (not one of the run's method's search extras, or any
-# extra on SQLite) sorts at most this many rollouts: a wider one is refused, naming the limit (webapp/runs/search.py)
+# extra on SQLite) sorts at most this many rollouts: a wider one is refused, naming the limit (webapp/explorer/search.py)
 SEARCH_UNINDEXED_SORT_MAX = int(os.environ.get("EVOLAB_SEARCH_UNINDEXED_SORT_MAX", 20_000))
 # /healthz answers from a check at most this old (webapp/runs/health.py)
 HEALTH_CHECK_SECONDS = float(os.environ.get("EVOLAB_HEALTH_CHECK_SECONDS", 5))

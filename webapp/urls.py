@@ -15,6 +15,7 @@ urlpatterns = [
     path("prompt-sets/", include("webapp.prompts.urls")),
     path("teams/", include("webapp.accounts.urls")),
     path("teams/", include("webapp.alerts.urls")),
+    path("", include("webapp.explorer.urls")),  # before the runs' runs/<id>/<action>/
     path("", include("webapp.runs.urls")),
 ]
 

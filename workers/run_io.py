@@ -101,7 +101,7 @@ def once(read, *args):
 
 
 def index_texts(run: Run, how) -> None:
-    """The search's text index, behind ingestion (webapp/runs/text_search.py). A failure here costs
+    """The search's text index, behind ingestion (webapp/explorer/text_search.py). A failure here costs
     only search speed (unindexed rollouts are read from their text), so it never stops the run."""
     try:
         how(run.pk)

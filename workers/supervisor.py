@@ -25,7 +25,8 @@ import uuid
 
 from django.conf import settings
 from rl import launch
-from webapp.runs import lifecycle, text_search
+from webapp.explorer import text_search
+from webapp.runs import lifecycle
 from webapp.runs.model_names import ModelNameError
 from webapp.runs.ingestion import ingest_events
 from webapp.runs.models import Run, RunEvent

@@ -6,7 +6,7 @@ from webapp.alerts import delivery
 from webapp.prompts import uploads
 from webapp.runs import lifecycle
 from webapp.external import grouping, similarity
-from webapp.runs import text_search
+from webapp.explorer import text_search
 from webapp.tasks import (CHECK_STALLED, DELIVER_WEBHOOK, EMBED_EXTERNAL_GROUPS, GROUP_EXTERNAL_ROLLOUTS,
                           INDEX_ROLLOUT_TEXT, PARSE_PROMPT_UPLOAD, REAP_RUNS, RESEND_EXTERNAL_ROLLOUTS,
                           RESEND_PROMPT_UPLOADS, SEND_ALERT_EMAIL, TRAIN_RUN)
@@ -81,6 +81,6 @@ def resend_external_rollouts():
 
 @shared_task(name=INDEX_ROLLOUT_TEXT)
 def index_rollout_text(run_id: int):
-    """The search's word index of a run's rollouts stored since it last ran (webapp/runs/text_search.py); two at
+    """The search's word index of a run's rollouts stored since it last ran (webapp/explorer/text_search.py); two at
     once are ordered by the run's index mark, the second finds nothing new."""
     return text_search.catch_up_fully(run_id)

@@ -137,7 +137,7 @@ class Method:
     # the method's signals charted live on the run page, after the shared health signals
     charts: tuple[str, ...] = ("similarity/mean",)
     # the numeric extras of its rollouts that a run's search orders by through an index (PostgreSQL:
-    # webapp/runs/search_indexes.py makes one per name): each costs the method's rollouts a little at
+    # webapp/explorer/search_indexes.py makes one per name): each costs the method's rollouts a little at
     # ingestion, so a few, the ones people rank rollouts by. Every stored rollout of the method carries
     # them (null where the scorer has none); its other extras are ordered by over bounded ranges only
     search_extras: tuple[str, ...] = ()

@@ -1,4 +1,4 @@
-// The rollouts page (templates/runs/rollouts.html). Model output is untrusted: every text goes
+// The rollouts page (templates/explorer/rollouts.html). Model output is untrusted: every text goes
 // into the page through textContent, never as HTML, and Plotly text (the heatmap's title, with its
 // prompt id) through charts.js's plotlyText.
 (function () {

@@ -1,4 +1,4 @@
-// The rollout search form (templates/runs/_rollout_search_form.html): leave empty fields out of the
+// The rollout search form (templates/explorer/_rollout_search_form.html): leave empty fields out of the
 // URL, so a search's address holds only the filters it uses (and reads well when shared).
 (function () {
   "use strict";

@@ -9,7 +9,7 @@ import pytest
 
 from tests.e2e.helpers import off_loop, sign_in
 from tests.factories import make_prompt_set
-from webapp.runs import text_search
+from webapp.explorer import text_search
 from webapp.runs.models import Run
 from webapp.runs.ingestion import ingest_events
 

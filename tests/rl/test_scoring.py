@@ -140,7 +140,7 @@ def test_reasoning_prefix_ends_where_the_final_answer_starts():
 @pytest.mark.parametrize("name", sorted(name for name, m in METHODS.items() if m.search_extras))
 def test_every_search_extra_is_a_number_its_methods_scorer_writes_on_each_rollout(policy, name):
     # The search orders a run by these through an index of the rollouts that carry them
-    # (webapp/runs/search_indexes.py): a name the scorer never writes would order nothing.
+    # (webapp/explorer/search_indexes.py): a name the scorer never writes would order nothing.
     method = METHODS[name]
     texts = [f" 2 + 3 = {a}. <answer>{a}</answer> \\boxed{{{a}}}" for a in (5, 5, 5, 6)]
     embeddings = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])

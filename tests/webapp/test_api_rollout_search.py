@@ -71,7 +71,7 @@ def expected_texts(holds):
 @pytest.fixture(params=["rare", "common"])
 def strategy(request, monkeypatch):
     """Both ways the index is read (text_search.matching): matches first, or per row along the order."""
-    from webapp.runs import text_search
+    from webapp.explorer import text_search
 
     if request.param == "common":
         monkeypatch.setattr(text_search, "COMMON_PER_ROW", 0)  # every query counts as common
@@ -80,7 +80,7 @@ def strategy(request, monkeypatch):
 @pytest.fixture(params=["indexed", "not indexed yet", "half indexed"])
 def text_indexed(request, run, strategy):
     """The run's texts wholly, not or partly in the text index: a search finds the same either way."""
-    from webapp.runs import text_search
+    from webapp.explorer import text_search
 
     if request.param == "indexed":
         assert text_search.catch_up_fully(run.pk) == 24
@@ -107,7 +107,7 @@ def test_text_search_matches_whole_words_only(api_client, text_indexed):
 @pytest.mark.parametrize("indexed", [True, False])
 def test_a_word_is_a_run_of_letters_and_digits_whatever_surrounds_it(api_client, user, indexed, strategy):
     from tests.factories import make_prompt_set
-    from webapp.runs import text_search
+    from webapp.explorer import text_search
     from webapp.runs.models import Run
     from webapp.runs.ingestion import ingest_events
 
@@ -135,7 +135,7 @@ def test_prompt_text_finds_the_rollouts_of_prompts_holding_its_words(api_client,
 
 
 def test_text_search_indexes_what_ingestion_adds_later(api_client, run):
-    from webapp.runs import text_search
+    from webapp.explorer import text_search
     from webapp.runs.ingestion import ingest_events
 
     text_search.catch_up_fully(run.pk)
@@ -161,7 +161,7 @@ def test_a_bad_parameter_is_a_400_naming_it(api_client, run, params, field):
 
 def test_a_text_search_reads_a_bounded_number_of_unindexed_texts_and_says_how_many_it_did_not(api_client, run,
                                                                                             settings, strategy):
-    from webapp.runs import text_search
+    from webapp.explorer import text_search
     from webapp.runs.models import Rollout
 
     settings.TEXT_SEARCH_UNINDEXED_MAX = 10  # a supervisor restarted on a large run: the index far behind
@@ -180,7 +180,7 @@ def test_a_text_search_reads_a_bounded_number_of_unindexed_texts_and_says_how_ma
 
 
 def test_how_many_were_not_searched_is_counted_up_to_a_cap(api_client, run, settings, monkeypatch):
-    from webapp.runs import text_search
+    from webapp.explorer import text_search
 
     settings.TEXT_SEARCH_UNINDEXED_MAX = 4
     monkeypatch.setattr(text_search, "UNREAD_COUNT_CAP", 5)

@@ -8,7 +8,7 @@ import pytest
 from django.http import StreamingHttpResponse
 
 from tests.factories import search_every_page
-from webapp.runs import exports
+from webapp.explorer import exports
 
 pytestmark = pytest.mark.django_db
 
@@ -121,7 +121,7 @@ def test_csv_metric_names_are_neutralised_too():
 
 
 def test_a_text_search_export_waits_for_an_index_too_far_behind_to_hold_every_match(api_client, run, settings):
-    from webapp.runs import text_search
+    from webapp.explorer import text_search
 
     settings.TEXT_SEARCH_UNINDEXED_MAX = 10
     response = api_client.get(f"/api/runs/{run.pk}/rollouts/export", {"format": "jsonl", "q": "boxed"})

@@ -1,10 +1,10 @@
 """Migration runs/0010 swaps the reward and advantage order indexes of 0008/0009 for ones ending in
-step, so a step range is checked inside the index (webapp/runs/search_indexes.py)."""
+step, so a step range is checked inside the index (webapp/explorer/search_indexes.py)."""
 import pytest
 from django.db import connection
 
 from tests.factories import migrate_to, migrate_to_latest
-from webapp.runs import search_indexes
+from webapp.explorer import search_indexes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

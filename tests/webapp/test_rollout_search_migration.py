@@ -20,7 +20,7 @@ def test_stored_rollouts_are_searchable_after_the_migration():
 
         # every migration since (the search reads today's models, whose fields later migrations add)
         migrate_to_latest()
-        from webapp.runs.search import search
+        from webapp.explorer.search import search
 
         page = search(run.pk, {"q": "carry"})
         assert [(r["step"], r["prompt_id"], r["text"]) for r in page.results] == [

@@ -40,7 +40,7 @@ def test_no_match_says_so(signed_in, searched_run):
 
 
 def test_a_text_search_says_when_the_index_is_too_far_behind_to_read_every_text(signed_in, searched_run, settings):
-    from webapp.runs import text_search
+    from webapp.explorer import text_search
 
     settings.TEXT_SEARCH_UNINDEXED_MAX = 10
     html = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/", {"q": "multiply"}).content.decode()

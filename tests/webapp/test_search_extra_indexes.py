@@ -1,14 +1,14 @@
 """Ordering a run's search by a method extra (issue 23): the run's method's search extras through their
-indexes on PostgreSQL (webapp/runs/search_indexes.py), any other extra sorted over a bounded range."""
+indexes on PostgreSQL (webapp/explorer/search_indexes.py), any other extra sorted over a bounded range."""
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from tests.factories import make_prompt_set, search_every_page
-from webapp.runs import search_indexes
+from webapp.explorer import search_indexes
 from webapp.runs.ingestion import ingest_events
 from webapp.runs.models import Rollout, Run
-from webapp.runs.search import EXTRA_KEY_CHARS, search, search_orders
+from webapp.explorer.search import EXTRA_KEY_CHARS, search, search_orders
 
 pytestmark = pytest.mark.django_db
 

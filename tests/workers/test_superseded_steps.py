@@ -6,7 +6,7 @@ import pytest
 from tests.factories import event_log, make_prompt_set
 from webapp.runs.models import Group, Rollout, Run
 from webapp.runs.queries import groups_at
-from webapp.runs.search import search
+from webapp.explorer.search import search
 from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db

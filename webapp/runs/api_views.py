@@ -1,7 +1,6 @@
 from functools import wraps
-from itertools import chain
 
-from django.http import HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http import HttpResponse, JsonResponse
 
 from rl.methods import METHODS
 from webapp.alerts.models import Alert
@@ -9,12 +8,9 @@ from webapp.api import api_view, error, json_body
 from webapp.metrics import series
 from webapp.numbers import is_whole_number, whole_number
 
-from . import exports
 from .actions import cancel_run, clone_run, launch_run, resume_run
-from .history import prompt_history
-from .models import Group, Run, RunTransition
-from .queries import group_steps, groups_at, metric_series_of_runs
-from .search import search
+from .models import Run, RunTransition
+from .queries import metric_series_of_runs
 
 
 def with_run(view):
@@ -136,94 +132,6 @@ def run_metrics(request, run_id):
         body = series.read_json(run_id, params["names"], params["since_step"])
         return HttpResponse(f'{{"run":{run_id},"metrics":{body}}}', content_type="application/json")
     return JsonResponse({"run": run_id, "metrics": metric_series_of_runs([run_id], **params)[run_id]})
-
-
-@api_view(["GET"])
-@with_run_id
-def run_metrics_export(request, run_id):
-    """The run's metrics as a CSV or Parquet file (webapp/runs/exports.py), streamed."""
-    kind = request.GET.get("format", "csv")
-    if kind not in exports.FORMATS:
-        return error(f"format must be one of {', '.join(exports.FORMATS)}, not {kind!r}", field="format")
-    names = exports.metric_names(run_id, [n for n in request.GET.get("names", "").split(",") if n] or None)
-    body = exports.metrics_csv(run_id, names) if kind == "csv" else exports.metrics_parquet(run_id, names)
-    return _attachment(body, exports.FORMATS[kind], f"run-{run_id}-metrics.{kind}")
-
-
-@api_view(["GET"])
-@with_run_id
-def run_rollouts_export(request, run_id):
-    """Every rollout the search's filters match, in its order, as JSONL, CSV or Parquet, streamed.
-    The first page is read before the response starts, so a bad filter is a 400, not a cut file."""
-    kind = request.GET.get("format", "jsonl")
-    if kind not in exports.ROLLOUT_FORMATS:
-        return error(f"format must be one of {', '.join(exports.ROLLOUT_FORMATS)}, not {kind!r}", field="format")
-    pages = exports.rollout_pages(run_id, {k: v for k, v in request.GET.items() if k not in ("format", "limit", "cursor")})
-    first = next(pages, [])
-    write = {"jsonl": exports.rollouts_jsonl, "csv": exports.rollouts_csv, "parquet": exports.rollouts_parquet}[kind]
-    return _attachment(write(chain([first], pages)), exports.ROLLOUT_FORMATS[kind], f"run-{run_id}-rollouts.{kind}")
-
-
-def _attachment(body, content_type: str, filename: str) -> StreamingHttpResponse:
-    """A file download streamed as `body` yields its pieces."""
-    response = StreamingHttpResponse(exports.in_pieces(body), content_type=content_type)
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
-
-
-@api_view(["GET"])
-@with_run_id
-def run_rollout_search(request, run_id):
-    """Every rollout of the run matching the filters, a keyset page at a time (webapp/runs/search.py)."""
-    page = search(run_id, request.GET)
-    body = {"run": run_id, "results": page.results, "next_cursor": page.next_cursor}
-    if page.text_not_searched is not None:
-        body["text_index"] = page.text_index_json()
-    return JsonResponse(body)
-
-
-@api_view(["GET"])
-@with_run
-def run_rollouts(request, run):
-    step = request.GET.get("step")
-    if step not in (None, ""):
-        try:
-            step = int(step)
-        except ValueError:
-            return error(f"step must be a whole number, not {step!r}", field="step")
-    else:
-        step = None
-    step, groups = groups_at(run, step, request.GET.get("prompt") or None)
-    return JsonResponse(
-        {
-            "run": run.pk,
-            "step": step,
-            "steps": group_steps(run),
-            "groups": [
-                {**g.summary_json(), "rollouts": [r.to_json() for r in g.rollouts.all()]} for g in groups
-            ],
-        }
-    )
-
-
-@api_view(["GET"])
-@with_run
-def run_prompt_history(request, run, prompt_id):
-    history = prompt_history(run, prompt_id)
-    if history is None:
-        return error(f"run {run.pk} has no rollouts of prompt {prompt_id!r}", 404)
-    return JsonResponse({"run": run.pk, **history.to_json()})
-
-
-@api_view(["GET"])
-@with_run
-def run_group(request, run, step, prompt_id):
-    group = Group.objects.filter(run=run, step=step, prompt_id=prompt_id).order_by("-seq").first()
-    if group is None:
-        return error(f"run {run.pk} has no group for prompt {prompt_id!r} at step {step}", 404)
-    return JsonResponse(
-        {**group.summary_json(), "similarity": group.similarity, "rollouts": [r.to_json() for r in group.rollouts.all()]}
-    )
 
 
 @api_view(["GET"])

@@ -347,7 +347,7 @@ def _store_groups(run, events):
 def _extra(extra, search_extras: tuple[str, ...]) -> dict:
     """A rollout's extras as stored: JSON-safe, and holding each of its method's search extras (null where it
     has none). The search orders a run by those through a partial index of the rollouts that have the key
-    (webapp/runs/search_indexes.py), so every rollout of the run must have it, whoever reported it."""
+    (webapp/explorer/search_indexes.py), so every rollout of the run must have it, whoever reported it."""
     extra = _json_safe(extra) if isinstance(extra, dict) else {}
     return {**dict.fromkeys(search_extras), **extra} if search_extras else extra
 

@@ -376,7 +376,7 @@ class RZeroQuestion(models.Model):
 class Rollout(models.Model):
     group = models.ForeignKey(Group, on_delete=models.CASCADE, related_name="rollouts")
     # The group's run and step, repeated on each rollout so a run's rollouts are searched and paged in
-    # any indexed order (webapp/runs/search.py) without joining and sorting them all. Null only
+    # any indexed order (webapp/explorer/search.py) without joining and sorting them all. Null only
     # between the migration adding them and its backfill.
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="rollouts", null=True, db_index=False)
     step = models.IntegerField(null=True)
@@ -399,7 +399,7 @@ class Rollout(models.Model):
         ordering = ["index"]
         constraints = [models.UniqueConstraint(fields=["group", "index"], name="unique_rollout_index_per_group")]
         # One per sortable field of the search, each with id last for keyset pagination (the reward and
-        # advantage ones, which differ between databases, are made by webapp/runs/search_indexes.py).
+        # advantage ones, which differ between databases, are made by webapp/explorer/search_indexes.py).
         indexes = [
             models.Index(fields=["run", "step", "id"], name="rollout_search_step"),
             models.Index(fields=["run", "length", "id"], name="rollout_search_length"),
@@ -425,7 +425,7 @@ class Rollout(models.Model):
 
 
 class RolloutText(models.Model):
-    """The words of one rollout's text, for the search's `q` (webapp/runs/text_search.py): a table of
+    """The words of one rollout's text, for the search's `q` (webapp/explorer/text_search.py): a table of
     its own, filled behind ingestion, because an index on the rollout table itself slowed ingestion
     fourfold. PostgreSQL keeps a tsvector under a GIN index, SQLite an FTS5 table; both are made by
     migration runs/0009 (text_search.create), read and written by raw SQL only."""

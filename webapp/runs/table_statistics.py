@@ -19,7 +19,7 @@ from webapp.runs.models import Group, Rollout, RolloutText, RunEvent, TextIndexM
 
 log = logging.getLogger(__name__)
 
-# (the text index is filled behind ingestion, webapp/runs/text_search.py, and checked at the next ingest)
+# (the text index is filled behind ingestion, webapp/explorer/text_search.py, and checked at the next ingest)
 TABLES = [model._meta.db_table for model in (Rollout, Group, MetricPoint, MetricChunk, RunEvent, RolloutText, TextIndexMark)]
 CHECK_SECONDS = 30.0
 LOCK_TIMEOUT = "200ms"

@@ -8,9 +8,6 @@ urlpatterns = [
     path("runs/new/", views.run_new, name="new"),
     path("compare/", views.compare, name="compare"),
     path("runs/<id:pk>/", views.run_detail, name="detail"),
-    path("runs/<id:pk>/rollouts/", views.run_rollouts, name="rollouts"),
-    path("runs/<id:pk>/rollouts/search/", views.rollout_search_page, name="rollout_search"),
     path("runs/<id:pk>/questions/", views.run_questions, name="questions"),
-    path("runs/<id:pk>/prompts/<path:prompt_id>/", views.prompt_history_page, name="prompt_history"),
     path("runs/<id:pk>/<str:action>/", views.run_action, name="action"),
 ]

@@ -1,15 +1,11 @@
-from urllib.parse import urlencode
-
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.http import Http404, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.middleware.csrf import get_token
 from django.views.decorators.http import require_POST
 
-from rl.answers import matches_reference
 from rl.params import FieldError
 from webapp.accounts.access import require_role, role_in
 from webapp.accounts.models import Membership
@@ -21,15 +17,11 @@ from . import launch_form, metric_groups
 from .actions import cancel_run, resume_run
 from .api_views import MAX_COMPARED_RUNS, parse_run_ids
 from .health import check, no_worker_for, shown_to
-from .history import prompt_history, prompt_texts
 from .listing import run_listing
 from .models import Run, RunTransition
-from .search import SEARCH_PARAMS, search, search_orders
 from .queries import (
     chart_metrics,
     group_steps,
-    step_bounds,
-    groups_at,
     has_started,
     hyperparameter_diff,
     hyperparameter_rows,
@@ -124,70 +116,6 @@ def run_questions(request, pk):
 
 
 @login_required
-def run_rollouts(request, pk):
-    """One step's groups, GROUPS_PER_PAGE at a time, each foldable: its heatmap, its rollouts (their
-    texts folded), and a search over every step."""
-    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("prompt_set"), pk=pk)
-    step = whole_number(request.GET.get("step", ""))  # None: none asked for (or not a number): the latest step
-    step, groups = groups_at(run, step, request.GET.get("prompt") or None)
-    page = Paginator(groups, GROUPS_PER_PAGE).get_page(request.GET.get("page"))
-    groups = list(page.object_list)
-    prompts = prompt_texts(run, {g.prompt_id for g in groups})
-    rows = []
-    for n, group in enumerate(groups, 1):
-        prompt = prompts.get(group.prompt_id)
-        label = prompt.label if prompt else None
-        rollouts = list(group.rollouts.all())
-        if label is not None:  # monitoring only, as label_accuracy: the label never reaches a reward
-            for r, correct in zip(rollouts, matches_reference([r.answer for r in rollouts], label)):
-                r.correct = correct
-        rows.append({"group": group, "rollouts": rollouts, "prompt": prompt, "label": label,
-                     "extra_keys": sorted({k for r in rollouts for k in r.extra}), "heatmap_id": f"heatmap-{n}-data"})
-    return render(request, "runs/rollouts.html", {
-        "run": run, "step": step, "rows": rows, "page": page, "open_all": len(rows) <= 2,
-        **_search_form(run, {}), **step_bounds(run, step)})
-
-
-@login_required
-def rollout_search_page(request, pk):
-    """Every rollout of the run matching the search's filters (the API's rules, webapp/runs/search.py),
-    a keyset page at a time, with the export of exactly those rollouts."""
-    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("prompt_set"), pk=pk)
-    params = {k: v for k, v in request.GET.items() if k in SEARCH_PARAMS and v.strip()}
-    context = {"run": run, **_search_form(run, params),
-               "filters": urlencode({k: v for k, v in params.items() if k not in ("cursor", "limit")})}
-    try:
-        found = search(run.pk, params)
-    except FieldError as exc:
-        return render(request, "runs/rollout_search.html", {**context, "error": str(exc), "error_field": exc.field},
-                      status=400)
-    extra_keys = sorted({k for r in found.results for k in r["extra"]})
-    next_url = urlencode({**params, "cursor": found.next_cursor}) if found.next_cursor else None
-    return render(request, "runs/rollout_search.html", {
-        **context, "results": found.results, "extra_keys": extra_keys, "next_url": next_url,
-        "text_index": found.text_index_json(),
-        "first_url": urlencode({k: v for k, v in params.items() if k != "cursor"}) if "cursor" in params else None})
-
-
-def _search_form(run: Run, params: dict) -> dict:
-    """What templates/runs/_rollout_search_form.html needs: the values asked and the choices offered."""
-    return {"params": params, "search_orders": search_orders(run), "search_booleans": SEARCH_BOOLEANS,
-            "search_limits": SEARCH_LIMITS}
-
-
-@login_required
-def prompt_history_page(request, pk, prompt_id):
-    """One prompt over the run: per step its majority answer, majority ratio, distinct answers,
-    similarity and reward means (and, with held-out labels, whether the majority was right)."""
-    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("prompt_set"), pk=pk)
-    history = prompt_history(run, prompt_id)
-    if history is None:
-        raise Http404(f"run {run.pk} has no rollouts of this prompt")
-    return render(request, "runs/prompt_history.html", {"run": run, "history": history,
-                                                         "history_json": history.to_json()["history"]})
-
-
-@login_required
 @require_POST
 def run_action(request, pk, action):
     run = get_object_or_404(Run.objects.visible_to(request.user), pk=pk)
@@ -250,11 +178,5 @@ def compare(request):
 
 # Series on the compare page are thinned to this many points (min/max per bucket).
 COMPARE_PAGE_MAX_POINTS = 2000
-# Groups shown per page of the rollouts page: the papers' 8 prompts of a step on one page.
-GROUPS_PER_PAGE = 8
-# The search form's yes/no filters: (parameter, title, yes, no).
-SEARCH_BOOLEANS = [("in_majority", "Majority", "majority", "minority"), ("valid", "Valid", "valid", "invalid"),
-                   ("trained", "Trained", "trained", "not trained")]
-SEARCH_LIMITS = [10, 50, 200, 1000]
 # Points per chart when the run page opens (webapp/runs/queries.py::downsample keeps each bucket's min and max).
 RUN_PAGE_MAX_POINTS = 300

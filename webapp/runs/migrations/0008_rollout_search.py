@@ -1,10 +1,10 @@
 """The rollout search (DESIGN §4.6, issue 10): each rollout carries its group's run and step, and a
-(run, field, id) index serves each sortable field; webapp/runs/search_indexes.py makes the two whose
+(run, field, id) index serves each sortable field; webapp/explorer/search_indexes.py makes the two whose
 NULL placement differs between the databases."""
 import django.db.models.deletion
 from django.db import migrations, models
 
-from webapp.runs import search_indexes
+from webapp.explorer import search_indexes
 
 
 def copy_run_and_step(apps, schema_editor):

@@ -1,11 +1,11 @@
 """Free-text search of rollout texts (issue 10): a table of each rollout's words, filled behind
-ingestion (webapp/runs/text_search.py), and per run the last rollout indexed. Stored rollouts are
+ingestion (webapp/explorer/text_search.py), and per run the last rollout indexed. Stored rollouts are
 indexed by `manage.py index_rollout_text`; until then a search reads their texts. And on PostgreSQL
-an index for ordering by EVOL-RL's novelty (webapp/runs/search_indexes.py)."""
+an index for ordering by EVOL-RL's novelty (webapp/explorer/search_indexes.py)."""
 import django.db.models.deletion
 from django.db import migrations, models
 
-from webapp.runs import search_indexes, text_search
+from webapp.explorer import search_indexes, text_search
 
 
 def create_table(apps, schema_editor):

@@ -1,8 +1,8 @@
-"""The reward and advantage order indexes end in step (webapp/runs/search_indexes.py says why):
+"""The reward and advantage order indexes end in step (webapp/explorer/search_indexes.py says why):
 a step range is checked inside the index instead of by reading each rollout the walk passes."""
 from django.db import migrations
 
-from webapp.runs import search_indexes
+from webapp.explorer import search_indexes
 
 
 def end_in_step(apps, schema_editor):

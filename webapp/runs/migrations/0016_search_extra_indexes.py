@@ -1,9 +1,9 @@
-"""The methods' search extras get a partial index each on PostgreSQL (webapp/runs/search_indexes.py),
+"""The methods' search extras get a partial index each on PostgreSQL (webapp/explorer/search_indexes.py),
 after every stored rollout of each method is given them; EVOL-RL's novelty index of 0009, which held every
 rollout of every method, is replaced by its partial one."""
 from django.db import migrations
 
-from webapp.runs import search_indexes
+from webapp.explorer import search_indexes
 
 
 def index_search_extras(apps, schema_editor):

@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from webapp.runs import text_search
+from webapp.explorer import text_search
 from webapp.runs.models import Run
 
 

@@ -7,7 +7,7 @@ rollout without a reward) sort lowest. Ordering by one of the run's method's sea
 `novelty`, COMPASS's `confidence`: Method.search_extras) walks its index on PostgreSQL
 (search_indexes.py); any other extra is sorted, and only over a bounded number of rollouts (a step range
 on a large run): settings.SEARCH_UNINDEXED_SORT_MAX. `q` matches rollouts whose text has every word of it, through the text
-index (webapp/runs/text_search.py); `prompt_text` the rollouts of prompts whose text has every word.
+index (webapp/explorer/text_search.py); `prompt_text` the rollouts of prompts whose text has every word.
 """
 import base64
 import json
@@ -24,9 +24,9 @@ from webapp.prompts.models import Prompt
 from webapp.numbers import MAX_DIGITS, whole_number
 
 from webapp import bulk
+from webapp.runs.models import Group, Rollout, Run, RZeroQuestion
 
 from . import search_indexes, text_search
-from .models import Group, Rollout, Run, RZeroQuestion
 
 INDEXED_ORDERS = ("step", "reward", "advantage", "length")
 NULLABLE = set(search_indexes.NULLABLE_ORDERS)

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from rl.answers import matches_reference
 from rl.methods.r_zero import challenger_instruction
 
-from .models import Group, Run, RZeroQuestion
+from webapp.runs.models import Group, Run, RZeroQuestion
 
 FIELDS = ("step", "majority_answer", "size", "majority_ratio", "unique_answers", "similarity_mean", "reward_mean")
 

@@ -5,7 +5,7 @@ Metrics are exported long, one row per point: `name, step, value, time` (eval me
 `eval/` prefix; `time` is the unix seconds of the event that logged the point), series by series in
 name order, steps ascending. `df.pivot(index="step", columns="name", values="value")` makes it wide.
 
-Rollouts are exported with the rollout search's filters and order (webapp/runs/search.py), one row
+Rollouts are exported with the rollout search's filters and order (webapp/explorer/search.py), one row
 per rollout: its step, prompt id and index, the fields of DESIGN §4.2, `extra` as JSON text in CSV
 and Parquet, and the text last.
 

@@ -6,11 +6,11 @@ ascending, so its index says NULLS FIRST (SQLite cannot declare that). Django's 
 differ by database, hence these are made here, by migration runs/0008.
 
 The text index is not here: it lives in a table of its own, filled behind ingestion
-(webapp/runs/text_search.py says why).
+(webapp/explorer/text_search.py says why).
 """
 from rl.methods import METHODS
 
-from .models import Rollout, Run
+from webapp.runs.models import Rollout, Run
 
 TABLE = Rollout._meta.db_table
 NULLABLE_ORDERS = ("reward", "advantage")  # sortable fields that may be missing
@@ -62,7 +62,7 @@ def drop_extra_indexes(connection) -> None:
 # all of its search extras (null where the scorer has none), so a run's rollouts are all in the index of
 # each of its method's search extras, and the search adds the index's condition (`extra ? key`) to find
 # them there. SQLite's planner does not match expressions like these and gets none: there every extra is
-# an order without an index, read over a bounded number of rollouts (webapp/runs/search.py).
+# an order without an index, read over a bounded number of rollouts (webapp/explorer/search.py).
 SEARCH_EXTRAS = tuple(sorted({key for method in METHODS.values() for key in method.search_extras}))
 
 

@@ -22,7 +22,7 @@ from django.db.models import BooleanField
 from django.db.models.expressions import RawSQL
 
 from webapp import bulk
-from .models import Rollout, RolloutText, TextIndexMark
+from webapp.runs.models import Rollout, RolloutText, TextIndexMark
 
 TABLE, ROLLOUTS, MARKS = RolloutText._meta.db_table, Rollout._meta.db_table, TextIndexMark._meta.db_table
 # a query is common when at least this many rollouts per result asked for hold its words (100: one
