@@ -65,6 +65,38 @@ def live_stack(django_db_setup, django_db_blocker, tmp_path_factory):
         stack.stop()
 
 
+# PostgreSQL's codes for a deadlock and a lock not granted in time
+_LOCK_CONFLICTS = {"40P01", "55P03"}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def flushes_retry_a_deadlock():
+    """A transactional test ends with a flush: one TRUNCATE of every table, which locks them one by one. The
+    session's live stack (daphne, its workers and their periodic checks) keeps reading the test database
+    meanwhile, and a read that joins two tables can hold one the TRUNCATE wants while waiting for one it
+    holds: PostgreSQL ends one of the two as a deadlock. When it ends the flush, the next test found the last
+    one's rows (a CI run failed so). The TRUNCATE, a test's cleanup that no deployment runs, is tried again."""
+    import time
+
+    from django.db import OperationalError
+    from django.db.backends.base.operations import BaseDatabaseOperations
+
+    original = BaseDatabaseOperations.execute_sql_flush
+
+    def execute_sql_flush(self, sql_list):
+        for attempt in range(1, 6):
+            try:
+                return original(self, sql_list)
+            except OperationalError as exc:
+                if getattr(exc.__cause__, "sqlstate", None) not in _LOCK_CONFLICTS or attempt == 5:
+                    raise
+                time.sleep(0.2 * attempt)
+
+    BaseDatabaseOperations.execute_sql_flush = execute_sql_flush
+    yield
+    BaseDatabaseOperations.execute_sql_flush = original
+
+
 @pytest.fixture
 def user(django_user_model):
     from tests.factories import team_of
