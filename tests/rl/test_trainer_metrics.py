@@ -1,6 +1,6 @@
 """Metric names of trainers Evolab does not run, mapped onto DESIGN §5's (rl/trainer_metrics.py)."""
-from webapp.alerts.rule_specs import RULES
 from rl.trainer_metrics import TRAINER_METRICS, detect_trainer, with_design_names
+from webapp.alerts.rule_specs import RULES
 
 
 def test_each_trainer_is_told_by_its_own_names():

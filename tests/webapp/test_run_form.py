@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from webapp.alerts.rule_specs import RULE_KINDS, RULES, defaults
 from rl.methods import METHODS, validate_hyperparameters
 from tests.factories import make_prompt_set, make_team
 from webapp.alerts.models import TeamAlertRules
+from webapp.alerts.rule_specs import RULE_KINDS, RULES, defaults
 from webapp.runs import presets
 from webapp.runs.models import Run
 

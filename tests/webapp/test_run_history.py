@@ -141,7 +141,8 @@ def test_the_api_refuses_a_bad_page_naming_the_parameter(api_client, user, param
 def test_another_teams_run_history_is_a_404(api_client, user):
     make_team("elsewhere", grace="admin")
     grace = get_user_model().objects.get(username="grace")
-    run = launch_run(user=grace, name="theirs", method="ttrl", prompt_set=make_prompt_set(grace, name="g").pk, max_steps=3)
+    run = launch_run(user=grace, name="theirs", method="ttrl", prompt_set=make_prompt_set(grace, name="g").pk,
+                     max_steps=3)
     assert api_client.get(f"/api/runs/{run.pk}/transitions").status_code == 404
 
 

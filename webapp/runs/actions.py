@@ -3,12 +3,12 @@ naming the field (webapp/api.py answers it as JSON, the launch form marks the fi
 from django.conf import settings
 from django.db import transaction
 
-from webapp.alerts.rule_specs import validate_overrides
 from rl.launch import slurm_options
 from rl.methods import get_method, validate_hyperparameters
 from rl.params import FieldError
 from webapp.accounts.access import require_role, team_for_new_object
 from webapp.accounts.models import Membership
+from webapp.alerts.rule_specs import validate_overrides
 from webapp.numbers import is_whole_number, whole_number
 from webapp.plain_text import control_character
 from webapp.prompts.models import PromptSet
@@ -61,12 +61,14 @@ def launch_run(*, user, name, method, prompt_set, team=None, eval_prompt_set=Non
         if eval_prompt_set.team_id != prompt_set.team_id:
             raise FieldError("eval_prompt_set", "the eval prompt set must belong to the run's team")
         if not eval_prompt_set.has_labels:
-            raise FieldError("eval_prompt_set", f"the eval prompt set {eval_prompt_set.name!r} has no labels: evaluation needs them for pass@k and maj@k")
+            raise FieldError("eval_prompt_set", f"the eval prompt set {eval_prompt_set.name!r} has no labels: "
+                                                "evaluation needs them for pass@k and maj@k")
     tags = _clean_tags(tags)
     needs_labels = spec.reference_field_for(hyperparameters) is not None
     if needs_labels and not prompt_set.has_labels:
         hint = f"; turn on {spec.own_reference_switch} to run it label-free" if spec.own_reference_switch else ""
-        raise FieldError("prompt_set", f"{spec.title} needs reference answers and the prompt set {prompt_set.name!r} has no labels{hint}")
+        raise FieldError("prompt_set", f"{spec.title} needs reference answers and the prompt set {prompt_set.name!r} "
+                                       f"has no labels{hint}")
     max_steps = _whole_number(20 if max_steps in (None, "") else max_steps, "max_steps", 1, MAX_STEPS_LIMIT)
     seed = _whole_number(seed or 0, "seed", 0, MAX_SEED)
     # names, never paths on the worker: the worker finds their folders (model_names.resolve)
@@ -113,10 +115,11 @@ def _launch_sets(user, prompt_set, team, eval_prompt_set) -> tuple[PromptSet, Pr
     if team not in (None, ""):
         team = team_for_new_object(user, team)
         if team.pk != chosen.team_id:
-            raise FieldError("team", f"the prompt set {chosen.name!r} belongs to team {chosen.team.name!r}; a run trains "
-                                     f"in its prompt set's team, so choose a prompt set of {team.name!r}")
-    evaluation = None if eval_prompt_set in (None, "") else _visible_prompt_set(user, eval_prompt_set, "eval_prompt_set")
-    return chosen, evaluation
+            raise FieldError("team", f"the prompt set {chosen.name!r} belongs to team {chosen.team.name!r}; a run "
+                                     f"trains in its prompt set's team, so choose a prompt set of {team.name!r}")
+    if eval_prompt_set in (None, ""):
+        return chosen, None
+    return chosen, _visible_prompt_set(user, eval_prompt_set, "eval_prompt_set")
 
 
 def _visible_prompt_set(user, value, field: str) -> PromptSet:

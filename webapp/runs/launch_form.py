@@ -9,13 +9,13 @@ from dataclasses import dataclass, field
 
 from django.http import Http404
 
-from webapp.alerts.rule_specs import RULE_KINDS, RULES, resolve_thresholds
 from rl.methods import METHODS, Method, get_method
 from rl.params import FieldError
 from webapp.accounts.access import role_in, teams_of
 from webapp.accounts.models import Membership
 from webapp.accounts.teams import current_team
 from webapp.alerts.models import TeamAlertRules
+from webapp.alerts.rule_specs import RULE_KINDS, RULES, resolve_thresholds
 from webapp.numbers import whole_number
 from webapp.prompts.models import PromptSet
 
@@ -282,8 +282,8 @@ def submit(request):
             cloned_from = Run.objects.visible_to(user).filter(pk=whole_number(values["cloned_from"]) or 0).first()
         run = launch_run(
             user=user, method=method, hyperparameters=hyperparameters, cloned_from=cloned_from,
-            **{name: values[name] for name in ("name", "team", "prompt_set", "eval_prompt_set", "model", "embedding_model",
-                                               "max_steps", "seed", "gpus", "nodes", "tags")},
+            **{name: values[name] for name in ("name", "team", "prompt_set", "eval_prompt_set", "model",
+                                               "embedding_model", "max_steps", "seed", "gpus", "nodes", "tags")},
             engine_options={name: values[field].split() if name == "sbatch" else values[field].strip()
                             for name, field in SLURM_FIELDS.items()},
         )

@@ -2,8 +2,8 @@
 group, and the alert rules whose markers it carries. The one copy: the pages are sent `catalogue()` and
 static/js/charts.js applies it to every name, those that first arrive live included; it holds no list of
 names itself."""
-from webapp.alerts.rule_specs import RULES
 from rl.methods import metric_prefixes
+from webapp.alerts.rule_specs import RULES
 
 # The sections of the pages, in display order (DESIGN §5 names).
 GROUPS = ("health", "rewards", "labels & eval", "optimisation", "time", "other")
