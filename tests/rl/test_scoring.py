@@ -68,49 +68,6 @@ def test_chunks_respect_the_token_budget_and_keep_every_row():
     assert chunks == [[0, 1], [2], [3, 4, 5]]
 
 
-def test_evol_rl_gives_minus_one_to_a_box_without_a_digit_and_keeps_the_bands():
-    texts = ["so \\boxed{5}", "so \\boxed{5}", "so \\boxed{6}", "so \\boxed{x}"]
-    hp = validate_hyperparameters("evol_rl", {"n_votes": 4, "n_train": 4})
-    score = METHODS["evol_rl"].scorer(make_group(texts, "evol_rl"), hp, probe=None)
-    assert score.majority_answer == "5"
-    assert score.rewards[3] == -1.0  # EVOL-RL App. C.4: invalid
-    assert all(0.5 <= r <= 1.0 for r in score.rewards[:2]) and -1.0 <= score.rewards[2] <= -0.5
-    assert {"novelty_raw", "novelty"} <= set(score.extras[0]) and "evol_rl/novelty_mean" in score.metrics
-
-
-def test_evol_rl_without_novelty_falls_back_to_the_ttrl_reward():
-    # the "−Novelty Reward" ablation of EVOL-RL Table 4 removes the novelty-aware reward: TTRL's 1/0 remains
-    texts = ["\\boxed{5}", "\\boxed{5}", "\\boxed{6}", "no answer"]
-    hp = validate_hyperparameters("evol_rl", {"n_votes": 4, "n_train": 4, "use_novelty": False})
-    score = METHODS["evol_rl"].scorer(make_group(texts, "evol_rl"), hp, None)
-    assert score.rewards == [1.0, 1.0, 0.0, 0.0] and score.majority_answer == "5"
-
-
-def test_evol_rl_scores_novelty_over_all_n_votes_and_trains_on_the_first_n_train():
-    """A worked example (α = 0.5): the novelty of the two trained rollouts depends on the two untrained ones.
-
-    Embeddings e0 = e2 = (1, 0), e1 = e3 = (0, 1); answers 5, 5, 5, 6 (majority 5 = {0, 1, 2}, minority {3}).
-    Clipped cosines: s01 = 0, s02 = 1, s12 = 0, s03 = 0, s13 = 1, s23 = 0.
-      r0: s̄ = (s01 + s02)/2 = 0.5 (own group), m = max(s01, s02, s03) = 1 → u = 1 − (0.25 + 0.5) = 0.25
-      r1: s̄ = (s01 + s12)/2 = 0,   m = max(s01, s12, s13) = 1 → u = 0.5
-      r2: s̄ = 0.5, m = 1 → u = 0.25
-      r3: lone minority: s̄ = mean over all others = 1/3, m = 1 → u = 1/3, normalised 1 → reward −0.5
-    Majority min–max: 0, 1, 0 → rewards 0.5, 1.0, 0.5. Over the first n_train = 2 alone (the old bug) both
-    trained rollouts would be equally novel (0.75, 0.75).
-    """
-    texts = ["\\boxed{5}"] * 3 + ["\\boxed{6}"]
-    embeddings = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
-    hp = validate_hyperparameters("evol_rl", {"n_votes": 4, "n_train": 2})
-    score = METHODS["evol_rl"].scorer(make_group(texts, "evol_rl", embeddings=embeddings), hp, None)
-    assert score.rewards == pytest.approx([0.5, 1.0, 0.5, -0.5])
-    raw = [e["novelty_raw"] for e in score.extras]
-    assert raw == pytest.approx([0.25, 0.5, 0.25, 1 / 3])
-    assert [e["novelty"] for e in score.extras] == pytest.approx([0.0, 1.0, 0.0, 1.0])  # untrained ones too
-    assert [e["mean_similarity"] for e in score.extras] == pytest.approx([0.5, 0.0, 0.5, 1 / 3])
-    assert [e["max_similarity"] for e in score.extras] == pytest.approx([1.0, 1.0, 1.0, 1.0])
-    assert score.metrics["evol_rl/novelty_mean"] == pytest.approx(np.mean([0.25, 0.5, 0.25, 1 / 3]))
-
-
 def test_darl_with_the_majority_as_reference_ignores_the_reference_field(policy):
     probe = PolicyProbe(*policy, temperature=1.0)
     texts = [" <think> 2 + 3 = 5. </think> <answer>5</answer>"] * 3 + [" <think> 2 + 3 = 6. </think> <answer>6</answer>"]
