@@ -15,8 +15,8 @@ import numpy as np
 from rl.answers import answers_equal, extract_boxed, majority_vote
 from rl.groups import Group, GroupScore
 from rl.methods.schema import Method, bool_param, float_param, shared
-from rl.rewards.ttrl import ttrl_rewards
 from rl.similarity import cosine_similarity_matrix
+from rl.voting import ttrl_rewards
 
 # EVOL-RL §4 (App. C, verl/examples/labelfree/*.sh): every method it compares, its TTRL, EM-RL and self-consistency
 # baselines included, runs TTRL's 64 votes / 32 trained with 12,288 response tokens (K=12). The baselines take this

@@ -14,8 +14,8 @@ import numpy as np
 
 from rl.answers import equivalence_vote, extract_boxed
 from rl.groups import Group, GroupScore
-from rl.rewards.ttrl import ttrl_rewards
 from rl.similarity import bleu_distance_matrix
+from rl.voting import ttrl_rewards
 
 _QUESTION = re.compile(r"<question>(.*?)</question>", re.DOTALL)
 
@@ -184,7 +184,7 @@ def score_solver_group(group: Group, hp: dict, probe) -> GroupScore:
     ỹ_i (``group.reference``) was voted over the solver's m answers in the questions phase and is not
     re-voted from these rollouts.
     """
-    if group.reference is None:  # ttrl_rewards would vote one from the rollouts instead
+    if group.reference is None:  # ttrl_rewards would silently reward nobody
         raise ValueError(f"question {group.prompt_id!r} has no pseudo-label")
     # R-Zero §2.4: r_j = 1 if x_j matches the pseudo-label ỹ_i, 0 otherwise
     return GroupScore(rewards=ttrl_rewards(group.answers, group.reference), majority_answer=group.reference)
