@@ -13,7 +13,6 @@ from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
 from rl.methods.schema import HyperparameterError, Method, bool_param, float_param, int_param, shared
 from rl.prompts import THINK_ANSWER_SYSTEM_PROMPT, extract_think_answer
-from rl.rewards.baselines import rlpr_debiased_reward
 
 RELEASE_SCRIPT = "RLPR's examples/RLPR/reproduce_qwen.sh"
 # RLPR's release (reproduce_qwen.sh and its verl's ppo_trainer.yaml): prompt batch 768, mini-batch 192 (4 updates a
@@ -131,6 +130,14 @@ class AdaptiveStdFilter:
 
     def load_state_dict(self, state: dict) -> None:
         self.history, self.ema, self.last_mean = list(state["history"]), state["ema"], state["last_mean"]
+
+
+def rlpr_debiased_reward(r: float, r_without_reasoning: float) -> float:
+    """r̂ = clip(r − r′, 0, 1): what the sampled reasoning adds to the probability of the reference.
+
+    # RLPR (Yu et al. 2025, arXiv 2506.18254), "reward debiasing": r̂ = clip(0, 1, r − r′)
+    """
+    return min(max(r - r_without_reasoning, 0.0), 1.0)
 
 
 def reference_probabilities(group: Group, probe, reference: str, opener: str) -> tuple[list[float], list[float]]:

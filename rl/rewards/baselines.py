@@ -1,22 +1,12 @@
-"""Baseline rewards: RLPR, entropy minimisation (token and sequence), self-consistency, supervised RLVR."""
+"""Baseline rewards: entropy minimisation (token and sequence), self-consistency, supervised RLVR."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from rl.answers import answers_equal, normalize_answer
-from rl.rewards.darl import answer_probability
-
-
-def rlpr_reward(model: Any, tokenizer: Any, prompt: str, reasoning: str, reference: str) -> float:
-    """Mean token probability of the reference answer given the prompt and the sampled reasoning.
-
-    # RLPR (as used by DARL Eq. (5)): r = (1/|y*|) Σ_i p_θ(y*_i | x, z, y*_<i)
-    """
-    return answer_probability(model, tokenizer, prompt, reasoning, reference)
-
 
 EM_AGGREGATIONS = ("sum", "mean")
 
@@ -44,14 +34,6 @@ def em_sequence_reward(token_logprobs: Sequence[float] | np.ndarray, aggregation
     # Agarwal et al. 2025 (arXiv 2505.15134), EM-RL-sequence reward: r(y) = log π_θ(y|x) = Σ_t log π_θ(y_t|x, y_<t)
     """
     return _aggregate(token_logprobs, aggregation)
-
-
-def rlpr_debiased_reward(r: float, r_without_reasoning: float) -> float:
-    """r̂ = clip(r − r′, 0, 1): what the sampled reasoning adds to the probability of the reference.
-
-    # RLPR (Yu et al. 2025, arXiv 2506.18254), "reward debiasing": r̂ = clip(0, 1, r − r′)
-    """
-    return min(max(r - r_without_reasoning, 0.0), 1.0)
 
 
 def self_consistency_rewards(answers: Sequence[str | None]) -> list[float]:

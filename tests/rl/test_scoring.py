@@ -7,8 +7,7 @@ import torch
 from rl.groups import Group, reasoning_prefix
 from rl.methods import METHODS, validate_hyperparameters
 from rl.policy import load_policy
-from rl.probes import _chunks, answer_probabilities, token_statistics
-from rl.rewards.darl import answer_probability
+from rl.probes import _chunks, answer_probabilities_from_ids, token_statistics
 from rl.policy_probe import PolicyProbe
 
 
@@ -31,15 +30,21 @@ def test_every_method_but_r_zero_has_a_group_scorer():
     assert {name for name, m in METHODS.items() if m.scorer is not None} == set(METHODS) - {"r_zero"}
 
 
-def test_batched_answer_probabilities_equal_the_one_at_a_time_reference_implementation(policy):
+def test_batched_answer_probabilities_equal_a_direct_forward_pass_whatever_the_chunking(policy):
     model, tokenizer = policy
     prompt = "Tom has 3 apples and gets 4 more. How many apples does Tom have?"
     texts = [" 3 + 4 = 7. The answer is \\boxed{", " 3 + 4 = 8. The answer is \\boxed{", " I think \\boxed{"]
     answers = ["7", "8", "12"]
-    batched = answer_probabilities(model, tokenizer, [prompt + t for t in texts], answers, token_budget=40)
-    single = [answer_probability(model, tokenizer, prompt, t, a) for t, a in zip(texts, answers)]
+    prefixes = [tokenizer(prompt + t, add_special_tokens=False)["input_ids"] for t in texts]
+    batched = answer_probabilities_from_ids(model, tokenizer, prefixes, answers, token_budget=40)
+    single = []
+    for prefix, answer in zip(prefixes, answers):  # DARL Eq. (5), one pair at a time
+        answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            probabilities = torch.softmax(model(input_ids=torch.tensor([prefix + answer_ids])).logits[0].float(), -1)
+        single.append(np.mean([probabilities[len(prefix) - 1 + i, t].item() for i, t in enumerate(answer_ids)]))
     assert batched == pytest.approx(single, abs=1e-5)
-    assert answer_probabilities(model, tokenizer, [prompt], [""]) == [0.0]
+    assert answer_probabilities_from_ids(model, tokenizer, prefixes[:1], [""]) == [0.0]
 
 
 def test_token_statistics_match_a_direct_forward_pass_whatever_the_chunking(policy):
@@ -66,16 +71,6 @@ def test_chunks_respect_the_token_budget_and_keep_every_row():
     chunks = _chunks([10, 10, 30, 5, 5, 5], budget=30)
     assert [i for c in chunks for i in c] == list(range(6))
     assert chunks == [[0, 1], [2], [3, 4, 5]]
-
-
-def test_darl_with_the_majority_as_reference_ignores_the_reference_field(policy):
-    probe = PolicyProbe(*policy, temperature=1.0)
-    texts = [" <think> 2 + 3 = 5. </think> <answer>5</answer>"] * 3 + [" <think> 2 + 3 = 6. </think> <answer>6</answer>"]
-    hp = validate_hyperparameters("darl", {"n_votes": 4, "n_train": 4, "use_majority_as_reference": True})
-    a = METHODS["darl"].scorer(make_group(texts, "darl", reference="5"), hp, probe)
-    b = METHODS["darl"].scorer(make_group(texts, "darl", reference="999"), hp, probe)
-    assert a.rewards == b.rewards
-    assert {"darl/r_ref_mean", "darl/r_gen_mean"} <= set(a.metrics)
 
 
 def test_the_reference_field_contract():
