@@ -12,7 +12,7 @@ Both run without gradients in chunks bounded by a token budget, so a group of lo
 rollouts from a large-vocabulary model never materialises all its logits at once.
 The distribution is the sampler's: logits divided by the sampling temperature. Self-certainty is the
 exception: Intuitor scores the policy's distribution at temperature 1 (the raw logits; see
-rl/rewards/intuitor.py for where the released code does this), whatever the sampling temperature.
+rl/methods/intuitor.py for where the released code does this), whatever the sampling temperature.
 """
 
 from __future__ import annotations
