@@ -26,10 +26,6 @@ def make_group(texts, method="ttrl", reference=None, embeddings=None):
                  embeddings=np.eye(g) if embeddings is None else embeddings, reference=reference)
 
 
-def test_every_method_but_r_zero_has_a_group_scorer():
-    assert {name for name, m in METHODS.items() if m.scorer is not None} == set(METHODS) - {"r_zero"}
-
-
 def test_batched_answer_probabilities_equal_a_direct_forward_pass_whatever_the_chunking(policy):
     model, tokenizer = policy
     prompt = "Tom has 3 apples and gets 4 more. How many apples does Tom have?"
