@@ -11,10 +11,9 @@ import numpy as np
 
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
-from rl.methods.rlpr import (RELEASE_SCRIPT, RLPR_TRAINING, AdaptiveStdFilter, check_filter_steps,
+from rl.methods.rlpr import (R1_TEMPLATE, RELEASE_SCRIPT, RLPR_TRAINING, AdaptiveStdFilter, check_filter_steps,
                              reference_probabilities, release_reward_parameters, with_format_reward)
 from rl.methods.schema import Method, bool_param, float_param, shared
-from rl.prompts import THINK_ANSWER_SYSTEM_PROMPT, extract_think_answer
 
 
 def darl_reward(r_ref: float, r_gen: float, beta: float = 0.01, gamma: float = 10.0, tau: float | None = None) -> float:
@@ -75,11 +74,7 @@ METHOD = Method(
     relations=check_filter_steps,
     step_filter=lambda hp: AdaptiveStdFilter.from_hyperparameters("darl", hp),
     scorer=score,
-    # DARL Table 6 (RLPR's R1-style template): reasoning in <think>, the final answer in <answer> tags
-    system_prompt=THINK_ANSWER_SYSTEM_PROMPT,
-    answer_rule=extract_think_answer,
-    answer_opener="<answer>",
-    reference_field="reference",
+    **R1_TEMPLATE,
     own_reference_switch="use_majority_as_reference",
     metric_prefix="darl",
     charts=("similarity/mean", "darl/bonus_ratio"),

@@ -113,7 +113,11 @@ def repetition_penalties(questions: Sequence[str], threshold: float = 0.5, lam: 
 
 
 def _challenger_terms(questions, solver_answers, threshold, lam, variant="paper") -> list[tuple[float, float | None]]:
-    """(r_i, r_rep(x_i)) per output; the penalty is None for a format failure (paper)."""
+    """(r_i, r_rep(x_i)) per output; the penalty is None for a format failure (paper).
+
+    ``questions`` are all B outputs of the step; ``questions[i]`` is None when the output failed the format check
+    (it is in B, in no cluster); ``solver_answers[i]`` are the m solver answers to question i (ignored when None).
+    """
     if len(questions) != len(solver_answers):
         raise ValueError(f"{len(questions)} questions but {len(solver_answers)} answer lists")
     if variant == "release":

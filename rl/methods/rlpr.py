@@ -23,6 +23,11 @@ RLPR_TRAINING = dict(n_votes=8, n_train=8, prompts_per_step=768, prompts_per_upd
                      epsilon_high=0.27, learning_rate=1e-6, lr_schedule="constant", warmup_ratio=0.0, temperature=1.0,
                      max_completion_length=3072, entropy_coef=0.001)
 
+# DARL Table 6 (RLPR's R1-style template): reasoning in <think>, the final answer in <answer> tags, scored against the
+# prompt row's `reference`. DARL's Method takes it too, as it takes RLPR's release training.
+R1_TEMPLATE = dict(system_prompt=THINK_ANSWER_SYSTEM_PROMPT, answer_rule=extract_think_answer, answer_opener="<answer>",
+                   reference_field="reference")
+
 
 def release_reward_parameters() -> tuple:
     """RLPR's format reward and adaptive standard-deviation filter, as its release runs them (DARL shares them)."""
@@ -198,11 +203,7 @@ METHOD = Method(
     relations=check_filter_steps,
     step_filter=lambda hp: AdaptiveStdFilter.from_hyperparameters("rlpr", hp),
     scorer=score,
-    # DARL Table 6 (RLPR's R1-style template): reasoning in <think>, the final answer in <answer> tags
-    system_prompt=THINK_ANSWER_SYSTEM_PROMPT,
-    answer_rule=extract_think_answer,
-    answer_opener="<answer>",
-    reference_field="reference",
+    **R1_TEMPLATE,
     metric_prefix="rlpr",
     charts=("similarity/mean", "rlpr/r_ref_mean", "rlpr/filtered_ratio", "rlpr/std_threshold"),
     search_extras=("r_ref",),
