@@ -12,7 +12,7 @@ Both run without gradients in chunks bounded by a token budget, so a group of lo
 rollouts from a large-vocabulary model never materialises all its logits at once.
 The distribution is the sampler's: logits divided by the sampling temperature. Self-certainty is the
 exception: Intuitor scores the policy's distribution at temperature 1 (the raw logits; see
-rl/rewards/intuitor.py for where the released code does this), whatever the sampling temperature.
+rl/methods/intuitor.py for where the released code does this), whatever the sampling temperature.
 """
 
 from __future__ import annotations
@@ -172,15 +172,3 @@ def answer_probabilities_from_ids(model: Any, tokenizer: Any, prefix_ids: Sequen
             targets = torch.tensor(answer_ids[i], dtype=torch.long, device=probabilities.device)
             results[i] = float(probabilities.gather(1, targets[:, None]).mean())
     return results
-
-
-def answer_probabilities(model: Any, tokenizer: Any, prefixes: Sequence[str], answers: Sequence[str],
-                         token_budget: int = DEFAULT_TOKEN_BUDGET) -> list[float]:
-    """r(y, z, x) = (1/|y|) Σ_i p_θ(y_i | x, z, y_<i) for each (prefix = x + z, answer = y) pair.  # DARL Eq. (5)
-
-    Text prefixes, tokenised exactly as rl.rewards.darl.answer_probability (no special tokens, prefix and
-    answer separately), so both give the same number; 0 for an empty answer. The trainer's scorers use
-    `answer_probabilities_from_ids` on the generated ids instead.
-    """
-    prefix_ids = [list(tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prefixes]
-    return answer_probabilities_from_ids(model, tokenizer, prefix_ids, answers, token_budget)

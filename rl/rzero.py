@@ -89,7 +89,7 @@ from rl.events import EventWriter, read_events
 from rl.grpo_config import grpo_config
 from rl.methods.r_zero import CHALLENGER_PHASE, SOLVER_PHASE
 from rl.policy import load_tokenizer, load_trainable_model
-from rl.rewards.rzero import challenger_question, keep_for_solver, solver_agreement, solver_majority
+from rl.methods.r_zero import challenger_question, keep_for_solver, solver_agreement, solver_majority
 from rl.rzero_phases import (ChallengerScorer, PhaseEvents, challenger_prompt, sample, solver_answers, solver_prompt,
                              solver_rows)
 

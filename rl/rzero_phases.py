@@ -15,7 +15,7 @@ from rl.groups import Group, GroupScore
 from rl.methods.r_zero import METHOD, PAPER_CHALLENGER_SYSTEM, PAPER_CHALLENGER_USER  # noqa: F401 (tests read them here)
 from rl.policy import DEFAULT_POLICY_DIR
 from rl.prompts import format_messages, format_prompt
-from rl.rewards.rzero import challenger_questions, score_challenger_batch
+from rl.methods.r_zero import challenger_questions, score_challenger_batch
 
 # ---------------------------------------------------------------- prompts
 

@@ -43,9 +43,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rl.arithmetic import (ANSWER_FORMATS, CHALLENGER_PROMPT, FORMAT_SHARES, challenger_examples,  # noqa: E402
                            synthetic_problems)
+from rl.methods.r_zero import extract_question  # noqa: E402
 from rl.policy import DEFAULT_POLICY_DIR, HELDOUT_SEED, SAMPLE_PATH  # noqa: E402
 from rl.prompts import encode_prompt, format_prompt  # noqa: E402
-from rl.rewards.rzero import extract_question  # noqa: E402
 
 VALIDATION_SEED = 2000  # problems that decide when training stops; disjoint from the held-out set
 PAPER_FORMATS = ("step_by_step", "think_answer")  # the formats whose pass@1 must land between 20% and 80%

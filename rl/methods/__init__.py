@@ -1,4 +1,4 @@
-"""The training methods: one module per method, each defining one `Method` (rl/methods/schema.py).
+"""The training methods: one module per method, each holding its reward and one `Method` (rl/methods/schema.py).
 
 The web form, the API (``GET /api/methods``), the run page's charts, ``rl.train``'s config
 check and the trainer all read ``METHODS``; adding a method is adding a module here and a

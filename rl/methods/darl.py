@@ -1,4 +1,9 @@
-"""DARL: RLPR's reference-probability reward plus a small bonus for answers a bounded distance from y*."""
+"""DARL: RLPR's reference-probability reward plus a small bonus for answers a bounded distance from y*.
+
+r(y, z, x) is the mean token probability of answer y given prompt x and reasoning z (DARL Eq. (5), RLPR's reward),
+which the policy probe computes on the generated ids (rl.probes.answer_probabilities_from_ids). r_ref = r(y*, z, x)
+scores the reference answer y* under the sampled reasoning; r_gen = r(y, z, x) the answer the policy generated.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +11,23 @@ import numpy as np
 
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
-from rl.methods.rlpr import (RELEASE_SCRIPT, RLPR_TRAINING, AdaptiveStdFilter, check_filter_steps,
+from rl.methods.rlpr import (R1_TEMPLATE, RELEASE_SCRIPT, RLPR_TRAINING, AdaptiveStdFilter, check_filter_steps,
                              reference_probabilities, release_reward_parameters, with_format_reward)
 from rl.methods.schema import Method, bool_param, float_param, shared
-from rl.prompts import THINK_ANSWER_SYSTEM_PROMPT, extract_think_answer
-from rl.rewards.darl import darl_reward
+
+
+def darl_reward(r_ref: float, r_gen: float, beta: float = 0.01, gamma: float = 10.0, tau: float | None = None) -> float:
+    """r̄ = α·r(y*) + β·Δr·1[Δr ≤ threshold], α = 1 − β, Δr = max(r(y*) − r(y), 0).
+
+    # DARL Eq. (3)–(4) with the static threshold τ; Eq. (6) with the dynamic threshold r(y*)/γ when tau is None
+    """
+    if not 0.0 <= beta <= 1.0:
+        raise ValueError(f"beta must be in [0, 1], got {beta}")
+    alpha = 1.0 - beta
+    delta = max(r_ref - r_gen, 0.0)  # DARL Eq. (3)
+    threshold = r_ref / gamma if tau is None else tau
+    bonus = beta * delta if delta <= threshold else 0.0
+    return alpha * r_ref + bonus
 
 
 def score(group: Group, hp: dict, probe) -> GroupScore:
@@ -57,11 +74,7 @@ METHOD = Method(
     relations=check_filter_steps,
     step_filter=lambda hp: AdaptiveStdFilter.from_hyperparameters("darl", hp),
     scorer=score,
-    # DARL Table 6 (RLPR's R1-style template): reasoning in <think>, the final answer in <answer> tags
-    system_prompt=THINK_ANSWER_SYSTEM_PROMPT,
-    answer_rule=extract_think_answer,
-    answer_opener="<answer>",
-    reference_field="reference",
+    **R1_TEMPLATE,
     own_reference_switch="use_majority_as_reference",
     metric_prefix="darl",
     charts=("similarity/mean", "darl/bonus_ratio"),

@@ -2,18 +2,47 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
 from rl.methods.evol_rl import COMPARISON_SETUP, COMPARISON_SOURCE
 from rl.methods.schema import Hyperparameter, Method, shared
-from rl.rewards.baselines import em_sequence_reward, em_token_reward
+
+EM_AGGREGATIONS = ("sum", "mean")
+
+
+def _aggregate(values: Sequence[float] | np.ndarray, aggregation: str) -> float:
+    if aggregation not in EM_AGGREGATIONS:
+        raise ValueError(f"aggregation must be one of {EM_AGGREGATIONS}, got {aggregation!r}")
+    values = np.asarray(values, dtype=np.float64)
+    if values.size == 0:
+        return 0.0
+    return float(values.sum() if aggregation == "sum" else values.mean())
+
+
+def em_token_reward(token_entropies: Sequence[float] | np.ndarray, aggregation: str = "sum") -> float:
+    """− the summed token entropy of the rollout (or, with aggregation="mean", the mean); 0 for no tokens.
+
+    # Agarwal et al. 2025 (arXiv 2505.15134), EM-RL-token reward: r(y) = −Σ_t H(π_θ(·|x, y_<t))
+    """
+    return -_aggregate(token_entropies, aggregation)
+
+
+def em_sequence_reward(token_logprobs: Sequence[float] | np.ndarray, aggregation: str = "sum") -> float:
+    """The sequence log-probability of the rollout (or, with aggregation="mean", per token); 0 for no tokens.
+
+    # Agarwal et al. 2025 (arXiv 2505.15134), EM-RL-sequence reward: r(y) = log π_θ(y|x) = Σ_t log π_θ(y_t|x, y_<t)
+    """
+    return _aggregate(token_logprobs, aggregation)
+
 
 _PAPER = "Agarwal et al. 2025, The Unreasonable Effectiveness of Entropy Minimization (baseline in EVOL-RL)"
 _AGGREGATION = Hyperparameter(
     "aggregation", "choice", "sum", "How the per-token terms add up: 'sum' as Agarwal et al. 2025 define the EM-RL "
-    "rewards (−Σ_t H_t, Σ_t log p_t), or 'mean' (length-normalised).", choices=("sum", "mean"))
+    "rewards (−Σ_t H_t, Σ_t log p_t), or 'mean' (length-normalised).", choices=EM_AGGREGATIONS)
 
 
 def _score(group: Group, hp: dict, probe, per_token: str, reward, mean_name: str, sum_name: str) -> GroupScore:

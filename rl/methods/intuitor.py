@@ -1,13 +1,47 @@
-"""Intuitor / RLIF (Zhao et al. 2025, arXiv:2505.19590): the policy's own self-certainty is the reward."""
+"""Intuitor / RLIF (Zhao et al. 2025, "Learning to Reason without External Rewards", arXiv 2505.19590).
+
+The reward of a response is its self-certainty, the mean over its tokens of KL(U ‖ p_θ(·| q, o_<i)) with U
+uniform over the vocabulary (Eq. (4)); GRPO then normalises it within the prompt's group (Eq. (6)).
+
+What the paper leaves open, settled by the released code (github sunblaze-ucb/Intuitor):
+
+- temperature: the paper's runs (Open-R1, Sec. 4 "Training Setup") compute self-certainty on the raw
+  logits, i.e. at temperature 1, although they sample at 0.9 (open-r1-intuitor/src/open_r1/
+  intuitor_trainer.py, ``_get_per_token_self_certainty``: ``logsumexp(logits) - logits.mean()`` with no
+  division by ``self.temperature``, which ``_get_per_token_logps`` does apply). The verl port divides by the
+  rollout temperature, whose default there is 1.0, so both releases score the distribution at T = 1.
+  `rl.probes.token_statistics` therefore uses the raw logits (``SELF_CERTAINTY_TEMPERATURE``).
+- vocabulary: |V| is the width of the model's output layer, padding rows of the embedding matrix included
+  (both releases reduce over the full ``logits`` last dimension).
+- per-token mean over the response tokens (EOS included, padding excluded), 0 for an empty response
+  (``_get_advantage_from_sce``; verl ``masked_mean`` over ``response_mask``).
+- the code drops the constant −log|V| ("equivalent ... as we normalize it in batch"); `rl.probes` keeps it,
+  so that a uniform distribution scores exactly 0 as in Eq. (4). Group normalisation removes the difference.
+
+The per-token KL(U ‖ p) comes from the policy probe's forward pass (`rl.probes.token_statistics`); this module
+averages it over the response.
+"""
 
 from __future__ import annotations
+
+from typing import Sequence
 
 import numpy as np
 
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
 from rl.methods.schema import Method, shared
-from rl.rewards.intuitor import self_certainty_reward
+
+
+def self_certainty_reward(per_token: Sequence[float] | np.ndarray) -> float:
+    """The response's self-certainty: the mean of its per-token values; 0.0 for an empty response.
+
+    # Intuitor Eq. (4): Self-certainty(o|q) = (1/|o|) Σ_{i=1}^{|o|} KL(U ‖ p_πθ(·|q, o_<i)); u_i of Eq. (6)
+    """
+    values = np.asarray(per_token, dtype=np.float64)
+    if values.size == 0:
+        return 0.0  # released code: a zero-length completion gets 0 (open-r1 _get_advantage_from_sce)
+    return float(values.mean())
 
 
 def score(group: Group, hp: dict, probe) -> GroupScore:

@@ -13,7 +13,6 @@ from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
 from rl.methods.schema import HyperparameterError, Method, bool_param, float_param, int_param, shared
 from rl.prompts import THINK_ANSWER_SYSTEM_PROMPT, extract_think_answer
-from rl.rewards.baselines import rlpr_debiased_reward
 
 RELEASE_SCRIPT = "RLPR's examples/RLPR/reproduce_qwen.sh"
 # RLPR's release (reproduce_qwen.sh and its verl's ppo_trainer.yaml): prompt batch 768, mini-batch 192 (4 updates a
@@ -23,6 +22,11 @@ RELEASE_SCRIPT = "RLPR's examples/RLPR/reproduce_qwen.sh"
 RLPR_TRAINING = dict(n_votes=8, n_train=8, prompts_per_step=768, prompts_per_update=192, kl_coef=0.0,
                      epsilon_high=0.27, learning_rate=1e-6, lr_schedule="constant", warmup_ratio=0.0, temperature=1.0,
                      max_completion_length=3072, entropy_coef=0.001)
+
+# DARL Table 6 (RLPR's R1-style template): reasoning in <think>, the final answer in <answer> tags, scored against the
+# prompt row's `reference`. DARL's Method takes it too, as it takes RLPR's release training.
+R1_TEMPLATE = dict(system_prompt=THINK_ANSWER_SYSTEM_PROMPT, answer_rule=extract_think_answer, answer_opener="<answer>",
+                   reference_field="reference")
 
 
 def release_reward_parameters() -> tuple:
@@ -133,6 +137,14 @@ class AdaptiveStdFilter:
         self.history, self.ema, self.last_mean = list(state["history"]), state["ema"], state["last_mean"]
 
 
+def rlpr_debiased_reward(r: float, r_without_reasoning: float) -> float:
+    """r̂ = clip(r − r′, 0, 1): what the sampled reasoning adds to the probability of the reference.
+
+    # RLPR (Yu et al. 2025, arXiv 2506.18254), "reward debiasing": r̂ = clip(0, 1, r − r′)
+    """
+    return min(max(r - r_without_reasoning, 0.0), 1.0)
+
+
 def reference_probabilities(group: Group, probe, reference: str, opener: str) -> tuple[list[float], list[float]]:
     """r(y*, z, x) and r(y, z, x) for every rollout (r(y) = 0 without an answer), in one batched pass.
 
@@ -191,11 +203,7 @@ METHOD = Method(
     relations=check_filter_steps,
     step_filter=lambda hp: AdaptiveStdFilter.from_hyperparameters("rlpr", hp),
     scorer=score,
-    # DARL Table 6 (RLPR's R1-style template): reasoning in <think>, the final answer in <answer> tags
-    system_prompt=THINK_ANSWER_SYSTEM_PROMPT,
-    answer_rule=extract_think_answer,
-    answer_opener="<answer>",
-    reference_field="reference",
+    **R1_TEMPLATE,
     metric_prefix="rlpr",
     charts=("similarity/mean", "rlpr/r_ref_mean", "rlpr/filtered_ratio", "rlpr/std_threshold"),
     search_extras=("r_ref",),

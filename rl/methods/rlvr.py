@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from rl.answers import majority_vote
+from typing import Sequence
+
+from rl.answers import answers_equal, majority_vote
 from rl.groups import Group, GroupScore
 from rl.methods.schema import Method, shared
-from rl.rewards.baselines import rlvr_rewards
+
+
+def rlvr_rewards(answers: Sequence[str | None], label: str | None) -> list[float]:
+    """1.0 when the answer is equivalent to the held-out label, else 0.0 (supervised: needs labels)."""
+    if label is None:
+        raise ValueError("rlvr needs a label for every prompt")
+    return [1.0 if answers_equal(answer, label) else 0.0 for answer in answers]
 
 
 def score(group: Group, hp: dict, probe) -> GroupScore:

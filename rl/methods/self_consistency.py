@@ -2,11 +2,41 @@
 
 from __future__ import annotations
 
-from rl.answers import majority_vote
+from typing import Sequence
+
+import numpy as np
+
+from rl.answers import answers_equal, majority_vote, normalize_answer
 from rl.groups import Group, GroupScore
 from rl.methods.evol_rl import COMPARISON_SETUP, COMPARISON_SOURCE
 from rl.methods.schema import Method, shared
-from rl.rewards.baselines import self_consistency_rewards
+
+
+def self_consistency_rewards(answers: Sequence[str | None]) -> list[float]:
+    """Share of the whole group (itself included) whose answer equals each answer; 0 for None.
+
+    Votes are grouped on normalised strings, then groups that math-verify finds equal are merged.
+    """
+    size = len(answers)
+    if size == 0:
+        return []
+    keys = [normalize_answer(a) if a is not None else None for a in answers]
+    representatives: list[str] = []  # one raw answer per distinct normalised form
+    form_of: dict[str, int] = {}
+    for answer, key in zip(answers, keys):
+        if key is not None and key not in form_of:
+            form_of[key] = len(representatives)
+            representatives.append(answer)
+    counts = np.zeros(len(representatives))
+    for key in keys:
+        if key is not None:
+            counts[form_of[key]] += 1
+    # support of each distinct form = votes of every form equivalent to it
+    support = np.array([
+        sum(counts[j] for j, other in enumerate(representatives) if j == i or answers_equal(rep, other))
+        for i, rep in enumerate(representatives)
+    ])
+    return [float(support[form_of[key]] / size) if key is not None else 0.0 for key in keys]
 
 
 def score(group: Group, hp: dict, probe) -> GroupScore:

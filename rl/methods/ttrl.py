@@ -6,7 +6,7 @@ from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
 from rl.methods.evol_rl import COMPARISON_SETUP, COMPARISON_SOURCE
 from rl.methods.schema import Method, shared
-from rl.rewards.ttrl import ttrl_rewards
+from rl.voting import ttrl_rewards
 
 
 def score(group: Group, hp: dict, probe) -> GroupScore:

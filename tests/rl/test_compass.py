@@ -1,3 +1,5 @@
+"""COMPASS (rl/methods/compass.py): DCAR (COMPASS Eq. (2)–(9)), DPR (Eq. (10)–(12)) and their sum, the scorer (Eq. (1))."""
+
 import math
 
 import numpy as np
@@ -5,14 +7,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from rl.answers import majority_vote
-from rl.rewards.compass import (
-    compass_rewards,
-    confidence_weighted_vote,
-    dcar,
-    dcar_rewards,
-    decisive_path_reward,
-    trajectory_confidence,
-)
+from rl.groups import Group
+from rl.methods import METHODS, validate_hyperparameters
+from rl.methods.compass import confidence_weighted_vote, dcar, decisive_path_reward, trajectory_confidence
+from rl.probes import TokenStatistics
 
 # COMPASS Figure 5 (AIME 2024, ground truth 116): responses #2, #7 answer 32; #12, #15 answer 116.
 CASE_ANSWERS = ["32", "32", "116", "116"]
@@ -30,16 +28,16 @@ def test_agreeing_answers_get_the_credibility():
     result = dcar(CASE_ANSWERS, CASE_CONFIDENCES)
     credibility = 0.8262 / 0.8327  # C_general (best "116") / C_elite (best overall, a "32")
     assert result.credibility == pytest.approx(credibility)
-    assert dcar_rewards(CASE_ANSWERS, CASE_CONFIDENCES) == pytest.approx([0.0, 0.0, credibility, credibility])
+    assert dcar(CASE_ANSWERS, CASE_CONFIDENCES).rewards == pytest.approx([0.0, 0.0, credibility, credibility])
 
 
 def test_credibility_is_one_when_the_most_confident_response_agrees():
-    assert dcar_rewards(["5", "5", "6"], [0.9, 0.5, 0.8]) == pytest.approx([1.0, 1.0, 0.0])
+    assert dcar(["5", "5", "6"], [0.9, 0.5, 0.8]).rewards == pytest.approx([1.0, 1.0, 0.0])
 
 
 def test_none_answers_do_not_vote_and_get_zero():
-    assert dcar_rewards([None, "4", "4", "9"], [0.5, 0.6, 0.5, 0.55]) == pytest.approx([0.0, 1.0, 1.0, 0.0])
-    assert dcar_rewards([None, None], [0.5, 0.5]) == [0.0, 0.0]
+    assert dcar([None, "4", "4", "9"], [0.5, 0.6, 0.5, 0.55]).rewards == pytest.approx([0.0, 1.0, 1.0, 0.0])
+    assert dcar([None, None], [0.5, 0.5]).rewards == [0.0, 0.0]
 
 
 def test_the_elite_confidence_is_the_max_over_all_n_candidates():
@@ -78,16 +76,64 @@ def test_decisive_path_reward_is_stable_for_large_entropies():
     assert decisive_path_reward([0.9, 0.5], [0.05, 0.4], [1000.0, 1000.0 + math.log(3)]) == pytest.approx(0.2875)
 
 
-def test_compass_adds_dcar_and_dpr():
+class StatsProbe:
+    """The policy's per-token statistics of each rollout, given (no model)."""
+
+    def __init__(self, top1s, top2s, entropies):
+        self.stats = [TokenStatistics(t1, t2, h, [0.0] * len(t1)) for t1, t2, h in zip(top1s, top2s, entropies)]
+
+    def token_statistics(self, group):
+        return self.stats
+
+
+def compass_group(answers):
+    return Group(prompt_id="p", prompt="q", texts=[f"\\boxed{{{a}}}" for a in answers], answers=list(answers),
+                 prompt_ids=[1], completion_ids=[[2]] * len(answers), embeddings=np.eye(len(answers)))
+
+
+def test_the_scorer_adds_dcar_and_dpr():
+    """COMPASS Eq. (1): R = R_outcome (DCAR) + R_process (DPR). Worked example, three rollouts:
+
+    #0 answers 1: p1 − p2 = 0.8, 0.3, 0.7 → confidence exp(−√(0.14/3)) = 0.8057; DPR softmax(0.1, 0.2, 0.3) · (0.8,
+    0.3, 0.7). #1 answers 2: differences 0.85, 0.1 → confidence exp(−0.375) = 0.6873; DPR ¼ · 0.85 + ¾ · 0.1 = 0.2875.
+    #2 answers 1: differences 0.5, 0.5 → confidence 1; DPR 0.5. The vote: "1" with 1.8057 against 0.6873; C_General =
+    C_Elite = 1 → credibility 1: DCAR 1, 0, 1.
+    """
     top1s = [[0.9, 0.6, 0.8], [0.9, 0.5], [0.7, 0.7]]
     top2s = [[0.1, 0.3, 0.1], [0.05, 0.4], [0.2, 0.2]]
     entropies = [[0.1, 0.2, 0.3], [0.0, math.log(3)], [0.5, 0.5]]
-    answers = ["1", "2", "1"]
-    confidences = [trajectory_confidence(a, b) for a, b in zip(top1s, top2s)]
-    dpr = [decisive_path_reward(a, b, h) for a, b, h in zip(top1s, top2s, entropies)]
-    expected = [d + p for d, p in zip(dcar_rewards(answers, confidences), dpr)]
-    assert compass_rewards(answers, top1s, top2s, entropies) == pytest.approx(expected)
-    assert compass_rewards(answers, top1s, top2s, entropies, use_dpr=False) == pytest.approx(dcar_rewards(answers, confidences))
+    weights = np.exp([0.1, 0.2, 0.3]) / np.exp([0.1, 0.2, 0.3]).sum()
+    dpr = [float(weights @ [0.8, 0.3, 0.7]), 0.2875, 0.5]
+    probe = StatsProbe(top1s, top2s, entropies)
+    hp = validate_hyperparameters("compass", {"n_votes": 3, "n_train": 3})
+    result = METHODS["compass"].scorer(compass_group(["1", "2", "1"]), hp, probe)
+    assert result.rewards == pytest.approx([1.0 + dpr[0], 0.0 + dpr[1], 1.0 + dpr[2]])
+    assert result.majority_answer == "1"
+    confidences = [math.exp(-math.sqrt(0.14 / 3)), math.exp(-0.375), 1.0]
+    assert [e["confidence"] for e in result.extras] == pytest.approx(confidences)
+    assert [e["decisiveness"] for e in result.extras] == pytest.approx(dpr)
+    assert result.metrics["compass/credibility_mean"] == 1.0
+    assert result.metrics["compass/confidence_mean"] == pytest.approx(np.mean(confidences))
+    without_dpr = METHODS["compass"].scorer(compass_group(["1", "2", "1"]), dict(hp, use_dpr=False), probe)
+    assert without_dpr.rewards == [1.0, 0.0, 1.0]
+
+
+def test_the_scorer_rewards_the_credibility_of_the_confidence_weighted_pseudo_label():
+    # two 32s and two 116s with confidences 0.9, 0.1, 0.6, 0.5: each rollout's p1 − p2 is 0.5 ± d, whose population
+    # std is d, so its confidence is exp(−d) (COMPASS Eq. (2)–(3)); the fake probe's numbers need not be probabilities
+    spreads = [-math.log(c) for c in (0.9, 0.1, 0.6, 0.5)]
+    top1s = [[0.5 + d, 0.5 - d] for d in spreads]
+    top2s = [[0.0, 0.0] for _ in spreads]
+    probe = StatsProbe(top1s, top2s, [[0.0, 0.0]] * 4)
+    hp = validate_hyperparameters("compass", {"n_votes": 4, "n_train": 4, "use_dpr": False})
+    result = METHODS["compass"].scorer(compass_group(["32", "32", "116", "116"]), hp, probe)
+    assert [e["confidence"] for e in result.extras] == pytest.approx([0.9, 0.1, 0.6, 0.5])
+    # y* = 116 (1.1 against 1.0); C_General = 0.6, C_Elite = 0.9 (a 32) → credibility 2/3 for the 116s
+    assert result.majority_answer == "116"
+    assert result.rewards == pytest.approx([0.0, 0.0, 0.6 / 0.9, 0.6 / 0.9])
+    plain = METHODS["compass"].scorer(compass_group(["32", "32", "116", "116"]),
+                                      dict(hp, use_confidence_weighting=False, use_credibility=False), probe)
+    assert plain.majority_answer == "32" and plain.rewards == [1.0, 1.0, 0.0, 0.0]
 
 
 @settings(max_examples=50, deadline=None)

@@ -14,7 +14,7 @@ from rl.policy import (DEFAULT_POLICY_DIR, SAMPLE_PATH, ModelPathError, heldout_
                        resolve_model_path)
 from rl.prompts import (STEP_BY_STEP_SYSTEM_PROMPT, THINK_ANSWER_SYSTEM_PROMPT, encode_prompt, extract_think_answer,
                         format_prompt)
-from rl.rewards.rzero import extract_question
+from rl.methods.r_zero import extract_question
 
 PAPER_FORMATS = ["step_by_step", "think_answer"]
 

@@ -4,8 +4,7 @@ import math
 
 import pytest
 
-from rl.rewards.empo import (class_probabilities, empo_rewards, keep_prompt, semantic_classes,
-                             semantic_entropy)
+from rl.methods.empo import class_probabilities, empo_rewards, keep_prompt, semantic_classes, semantic_entropy
 
 # 8 responses: three ways of writing 4, one 5, two ways of writing 1/2, two without an answer
 ANSWERS = ["4", "4.0", "4", "5", None, "\\frac{1}{2}", "0.5", None]
@@ -25,9 +24,6 @@ def test_rewards_are_class_shares():
     assert empo_rewards(ANSWERS) == pytest.approx(expected)
     assert class_probabilities(semantic_classes(ANSWERS)) == pytest.approx([3 / 8, 1 / 8, 1 / 8, 2 / 8, 1 / 8])
     assert empo_rewards(ANSWERS, classes=[0, 0, 0, 1, 2, 3, 3, 4]) == pytest.approx(expected)
-    # the older TRL release gave unanswered responses 0 instead
-    assert empo_rewards(ANSWERS, no_answer_reward=0.0) == pytest.approx(
-        [3 / 8, 3 / 8, 3 / 8, 1 / 8, 0.0, 2 / 8, 2 / 8, 0.0])
     assert empo_rewards(["7"] * 5) == [1.0] * 5
     assert empo_rewards([]) == []
     with pytest.raises(ValueError):

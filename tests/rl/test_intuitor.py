@@ -1,4 +1,5 @@
-"""Intuitor / RLIF self-certainty (Zhao et al. 2025, arXiv 2505.19590, Eq. (4)): numpy reward and the probe."""
+"""Intuitor / RLIF self-certainty (Zhao et al. 2025, arXiv 2505.19590, Eq. (4)): the policy probe's per-token
+KL(U ‖ p) (rl.probes.token_statistics) and the method's reward, their mean (rl/methods/intuitor.py)."""
 
 import math
 
@@ -6,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from rl.methods.intuitor import self_certainty_reward
 from rl.probes import SELF_CERTAINTY_TEMPERATURE, TokenStatistics, token_statistics
-from rl.rewards.intuitor import self_certainty, self_certainty_reward
 
 
 def kl_uniform(p):
@@ -16,9 +17,31 @@ def kl_uniform(p):
     return float(-np.mean(np.log(len(p) * p)))
 
 
+class _FixedLogits(torch.nn.Module):
+    """A 'model' whose logits at every position are a given row."""
+
+    def __init__(self, row):
+        super().__init__()
+        self.row = torch.tensor(np.asarray(row, dtype=np.float32))
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def forward(self, input_ids, attention_mask=None):
+        class Out:
+            pass
+
+        out = Out()
+        out.logits = self.row.expand(input_ids.size(0), input_ids.size(1), -1).clone()
+        return out
+
+
+def self_certainty(logits, temperature=1.0):
+    """KL(U ‖ softmax(logits)) as the probe computes it for a token predicted from these logits (float32)."""
+    return token_statistics(_FixedLogits(logits), [[1]], [[0]], temperature=temperature)[0].self_certainty[0]
+
+
 def test_a_uniform_distribution_has_zero_self_certainty():
-    assert self_certainty(np.zeros(5)) == 0.0
-    assert self_certainty([3.7] * 1000) == pytest.approx(0.0, abs=1e-12)  # any constant row is uniform
+    assert self_certainty(np.zeros(5)) == pytest.approx(0.0, abs=1e-6)
+    assert self_certainty([3.7] * 1000) == pytest.approx(0.0, abs=1e-6)  # any constant row is uniform
 
 
 def test_worked_example_against_equation_4():
@@ -26,8 +49,8 @@ def test_worked_example_against_equation_4():
     p = [0.7, 0.1, 0.1, 0.1]
     expected = -(math.log(2.8) + 3 * math.log(0.4)) / 4
     assert expected == pytest.approx(0.429813, abs=1e-6)
-    assert self_certainty(np.log(p)) == pytest.approx(expected, abs=1e-12)  # log-probabilities are logits
-    assert self_certainty(np.log(p) + 11.0) == pytest.approx(expected, abs=1e-12)  # shift-invariant
+    assert self_certainty(np.log(p)) == pytest.approx(expected, abs=1e-6)  # log-probabilities are logits
+    assert self_certainty(np.log(p) + 11.0) == pytest.approx(expected, abs=1e-5)  # shift-invariant
     assert kl_uniform(p) == pytest.approx(expected, abs=1e-12)
 
 
@@ -37,7 +60,7 @@ def test_one_hot_ish_distributions_are_far_from_uniform():
     logits = np.zeros(vocab)
     logits[7] = c
     closed_form = math.log(math.exp(c) + vocab - 1) - c / vocab - math.log(vocab)
-    assert self_certainty(logits) == pytest.approx(closed_form, rel=1e-12)
+    assert self_certainty(logits) == pytest.approx(closed_form, rel=1e-5)
     # Mode-seeking (paper Sec. 3.3): unlike KL(p ‖ U) = log|V| − H(p), which tends to log|V| for a one-hot p,
     # KL(U ‖ p) is unbounded. p_max = 1 − δ, the rest δ/(|V|−1):
     # KL = ((|V|−1)/|V|) log((|V|−1)/δ) − log(1−δ)/|V| − log|V|
@@ -48,30 +71,25 @@ def test_one_hot_ish_distributions_are_far_from_uniform():
         value = self_certainty(np.log(p))
         closed_form = ((vocab - 1) / vocab * math.log((vocab - 1) / delta) - math.log(1 - delta) / vocab
                        - math.log(vocab))
-        assert value == pytest.approx(closed_form, rel=1e-9) and value == pytest.approx(kl_uniform(p), rel=1e-9)
+        assert value == pytest.approx(closed_form, rel=1e-5) and closed_form == pytest.approx(kl_uniform(p), rel=1e-9)
         values.append(value)
     assert values == sorted(values) and values[-1] > 2 * math.log(vocab)  # past log|V| and still growing
-    assert values[0] == pytest.approx(4.592668, abs=1e-6)  # δ = 0.01 is still below log 1000 = 6.9078
+    assert values[0] == pytest.approx(4.592668, abs=1e-4)  # δ = 0.01 is still below log 1000 = 6.9078
 
 
 def test_the_released_code_drops_the_constant_log_v():
     # intuitor_trainer.py / verl torch_functional.py: logsumexp(z) − mean(z) = Eq. (4) + log|V|
     rng = np.random.default_rng(0)
-    z = rng.normal(size=(3, 50))
-    code = np.log(np.exp(z).sum(-1)) - z.mean(-1)
-    assert self_certainty(z) == pytest.approx(code - math.log(50), abs=1e-12)
+    for z in rng.normal(size=(3, 50)):
+        code = np.log(np.exp(z).sum()) - z.mean()
+        assert self_certainty(z) == pytest.approx(code - math.log(50), abs=1e-5)
 
 
-def test_rows_temperature_and_errors():
-    z = np.array([[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]])
-    values = self_certainty(z)
-    assert values.shape == (2,) and values[1] == 0.0 and values[0] > 0
-    assert self_certainty(z[0], temperature=0.5) == pytest.approx(self_certainty(z[0] / 0.5))
-    assert self_certainty(z[0], temperature=0.5) > self_certainty(z[0])  # sharper at a lower temperature
-    with pytest.raises(ValueError):
-        self_certainty([])
-    with pytest.raises(ValueError):
-        self_certainty([1.0, 2.0], temperature=0.0)
+def test_self_certainty_is_at_temperature_one_whatever_the_sampling_temperature():
+    z = np.array([0.0, 1.0, 2.0])
+    assert SELF_CERTAINTY_TEMPERATURE == 1.0
+    assert self_certainty(z, temperature=0.5) == pytest.approx(self_certainty(z), abs=1e-6) and self_certainty(z) > 0
+    assert self_certainty(z) == pytest.approx(kl_uniform(np.exp(z) / np.exp(z).sum()), abs=1e-6)
 
 
 def test_the_reward_is_the_per_token_mean():
@@ -113,7 +131,6 @@ def test_the_probe_matches_a_direct_computation_on_the_default_policy(policy):
         assert stats[k].self_certainty == pytest.approx(direct, abs=1e-4)
         assert narrow[k].self_certainty == pytest.approx(stats[k].self_certainty, abs=1e-5)
         assert at_one[k].self_certainty == pytest.approx(stats[k].self_certainty, abs=1e-4)  # both code paths
-        assert stats[k].self_certainty == pytest.approx(self_certainty(rows.numpy()).tolist(), abs=1e-4)
         assert all(v >= 0.0 for v in stats[k].self_certainty)
         # the other fields are unchanged: still at the sampling temperature
         expected_logp = torch.log_softmax(rows / 0.7, -1).gather(1, torch.tensor(ids)[:, None]).squeeze(1)
@@ -121,23 +138,6 @@ def test_the_probe_matches_a_direct_computation_on_the_default_policy(policy):
         assert len(stats[k].top1) == len(stats[k].top2) == len(stats[k].entropy) == len(ids)
     reward = self_certainty_reward(stats[0].self_certainty)
     assert reward == pytest.approx(float(np.mean(stats[0].self_certainty))) and reward > 0
-
-
-class _FixedLogits(torch.nn.Module):
-    """A 'model' whose logits at every position are a given row."""
-
-    def __init__(self, row):
-        super().__init__()
-        self.row = torch.tensor(row, dtype=torch.float32)
-        self.dummy = torch.nn.Parameter(torch.zeros(1))
-
-    def forward(self, input_ids, attention_mask=None):
-        class Out:
-            pass
-
-        out = Out()
-        out.logits = self.row.expand(input_ids.size(0), input_ids.size(1), -1).clone()
-        return out
 
 
 def test_the_probe_on_hand_made_logits():

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from rl.methods import METHODS, HyperparameterError, get_method, metric_prefixes, validate_hyperparameters
-from rl.rewards.evolrl import evol_rl_answer
+from rl.methods.evol_rl import evol_rl_answer
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -82,7 +82,7 @@ def test_n_train_may_not_exceed_n_votes():
 def test_each_rollout_batch_is_split_into_prompts_per_update_updates():
     # EVOL-RL / TTRL released scripts: 8 prompts per rollout batch, 1 prompt per PPO update (DESIGN §4.7)
     for name in ALL_METHODS:
-        if name == "r_zero":  # EasyR1's rollout batch of 512 prompts in updates of 128 (tests/rl/test_rzero.py)
+        if name == "r_zero":  # EasyR1's rollout batch of 512 prompts in updates of 128 (tests/rl/test_r_zero.py)
             assert validate_hyperparameters(name, {})["prompts_per_update"] == 128
             continue
         if name in ("intuitor", "empo", "rlpr", "darl"):  # their own batches: test_intuitor.py, test_empo.py,

@@ -7,8 +7,7 @@ import torch
 
 from rl.methods import METHODS, validate_hyperparameters
 from rl.policy import load_policy
-from rl.methods.rlpr import r1_format_reward
-from rl.rewards.baselines import rlpr_debiased_reward
+from rl.methods.rlpr import r1_format_reward, rlpr_debiased_reward
 from rl.groups import Group
 from rl.policy_probe import PolicyProbe
 

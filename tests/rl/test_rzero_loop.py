@@ -15,7 +15,7 @@ import pytest
 
 from rl.events import read_events, validate_event
 from rl.policy import DEFAULT_POLICY_DIR, heldout_problems
-from rl.rewards.rzero import extract_question, keep_for_solver, solver_agreement, solver_majority
+from rl.methods.r_zero import extract_question, keep_for_solver, solver_agreement, solver_majority
 
 REPO = Path(__file__).resolve().parents[2]
 SENTINEL = "LABEL-SENTINEL-7319"  # the prompt file's labels: must never show up anywhere in the run

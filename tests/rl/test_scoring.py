@@ -7,8 +7,7 @@ import torch
 from rl.groups import Group, reasoning_prefix
 from rl.methods import METHODS, validate_hyperparameters
 from rl.policy import load_policy
-from rl.probes import _chunks, answer_probabilities, token_statistics
-from rl.rewards.darl import answer_probability
+from rl.probes import _chunks, answer_probabilities_from_ids, token_statistics
 from rl.policy_probe import PolicyProbe
 
 
@@ -27,19 +26,21 @@ def make_group(texts, method="ttrl", reference=None, embeddings=None):
                  embeddings=np.eye(g) if embeddings is None else embeddings, reference=reference)
 
 
-def test_every_method_but_r_zero_has_a_group_scorer():
-    assert {name for name, m in METHODS.items() if m.scorer is not None} == set(METHODS) - {"r_zero"}
-
-
-def test_batched_answer_probabilities_equal_the_one_at_a_time_reference_implementation(policy):
+def test_batched_answer_probabilities_equal_a_direct_forward_pass_whatever_the_chunking(policy):
     model, tokenizer = policy
     prompt = "Tom has 3 apples and gets 4 more. How many apples does Tom have?"
     texts = [" 3 + 4 = 7. The answer is \\boxed{", " 3 + 4 = 8. The answer is \\boxed{", " I think \\boxed{"]
     answers = ["7", "8", "12"]
-    batched = answer_probabilities(model, tokenizer, [prompt + t for t in texts], answers, token_budget=40)
-    single = [answer_probability(model, tokenizer, prompt, t, a) for t, a in zip(texts, answers)]
+    prefixes = [tokenizer(prompt + t, add_special_tokens=False)["input_ids"] for t in texts]
+    batched = answer_probabilities_from_ids(model, tokenizer, prefixes, answers, token_budget=40)
+    single = []
+    for prefix, answer in zip(prefixes, answers):  # DARL Eq. (5), one pair at a time
+        answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
+        with torch.no_grad():
+            probabilities = torch.softmax(model(input_ids=torch.tensor([prefix + answer_ids])).logits[0].float(), -1)
+        single.append(np.mean([probabilities[len(prefix) - 1 + i, t].item() for i, t in enumerate(answer_ids)]))
     assert batched == pytest.approx(single, abs=1e-5)
-    assert answer_probabilities(model, tokenizer, [prompt], [""]) == [0.0]
+    assert answer_probabilities_from_ids(model, tokenizer, prefixes[:1], [""]) == [0.0]
 
 
 def test_token_statistics_match_a_direct_forward_pass_whatever_the_chunking(policy):
@@ -66,59 +67,6 @@ def test_chunks_respect_the_token_budget_and_keep_every_row():
     chunks = _chunks([10, 10, 30, 5, 5, 5], budget=30)
     assert [i for c in chunks for i in c] == list(range(6))
     assert chunks == [[0, 1], [2], [3, 4, 5]]
-
-
-def test_evol_rl_gives_minus_one_to_a_box_without_a_digit_and_keeps_the_bands():
-    texts = ["so \\boxed{5}", "so \\boxed{5}", "so \\boxed{6}", "so \\boxed{x}"]
-    hp = validate_hyperparameters("evol_rl", {"n_votes": 4, "n_train": 4})
-    score = METHODS["evol_rl"].scorer(make_group(texts, "evol_rl"), hp, probe=None)
-    assert score.majority_answer == "5"
-    assert score.rewards[3] == -1.0  # EVOL-RL App. C.4: invalid
-    assert all(0.5 <= r <= 1.0 for r in score.rewards[:2]) and -1.0 <= score.rewards[2] <= -0.5
-    assert {"novelty_raw", "novelty"} <= set(score.extras[0]) and "evol_rl/novelty_mean" in score.metrics
-
-
-def test_evol_rl_without_novelty_falls_back_to_the_ttrl_reward():
-    # the "−Novelty Reward" ablation of EVOL-RL Table 4 removes the novelty-aware reward: TTRL's 1/0 remains
-    texts = ["\\boxed{5}", "\\boxed{5}", "\\boxed{6}", "no answer"]
-    hp = validate_hyperparameters("evol_rl", {"n_votes": 4, "n_train": 4, "use_novelty": False})
-    score = METHODS["evol_rl"].scorer(make_group(texts, "evol_rl"), hp, None)
-    assert score.rewards == [1.0, 1.0, 0.0, 0.0] and score.majority_answer == "5"
-
-
-def test_evol_rl_scores_novelty_over_all_n_votes_and_trains_on_the_first_n_train():
-    """A worked example (α = 0.5): the novelty of the two trained rollouts depends on the two untrained ones.
-
-    Embeddings e0 = e2 = (1, 0), e1 = e3 = (0, 1); answers 5, 5, 5, 6 (majority 5 = {0, 1, 2}, minority {3}).
-    Clipped cosines: s01 = 0, s02 = 1, s12 = 0, s03 = 0, s13 = 1, s23 = 0.
-      r0: s̄ = (s01 + s02)/2 = 0.5 (own group), m = max(s01, s02, s03) = 1 → u = 1 − (0.25 + 0.5) = 0.25
-      r1: s̄ = (s01 + s12)/2 = 0,   m = max(s01, s12, s13) = 1 → u = 0.5
-      r2: s̄ = 0.5, m = 1 → u = 0.25
-      r3: lone minority: s̄ = mean over all others = 1/3, m = 1 → u = 1/3, normalised 1 → reward −0.5
-    Majority min–max: 0, 1, 0 → rewards 0.5, 1.0, 0.5. Over the first n_train = 2 alone (the old bug) both
-    trained rollouts would be equally novel (0.75, 0.75).
-    """
-    texts = ["\\boxed{5}"] * 3 + ["\\boxed{6}"]
-    embeddings = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
-    hp = validate_hyperparameters("evol_rl", {"n_votes": 4, "n_train": 2})
-    score = METHODS["evol_rl"].scorer(make_group(texts, "evol_rl", embeddings=embeddings), hp, None)
-    assert score.rewards == pytest.approx([0.5, 1.0, 0.5, -0.5])
-    raw = [e["novelty_raw"] for e in score.extras]
-    assert raw == pytest.approx([0.25, 0.5, 0.25, 1 / 3])
-    assert [e["novelty"] for e in score.extras] == pytest.approx([0.0, 1.0, 0.0, 1.0])  # untrained ones too
-    assert [e["mean_similarity"] for e in score.extras] == pytest.approx([0.5, 0.0, 0.5, 1 / 3])
-    assert [e["max_similarity"] for e in score.extras] == pytest.approx([1.0, 1.0, 1.0, 1.0])
-    assert score.metrics["evol_rl/novelty_mean"] == pytest.approx(np.mean([0.25, 0.5, 0.25, 1 / 3]))
-
-
-def test_darl_with_the_majority_as_reference_ignores_the_reference_field(policy):
-    probe = PolicyProbe(*policy, temperature=1.0)
-    texts = [" <think> 2 + 3 = 5. </think> <answer>5</answer>"] * 3 + [" <think> 2 + 3 = 6. </think> <answer>6</answer>"]
-    hp = validate_hyperparameters("darl", {"n_votes": 4, "n_train": 4, "use_majority_as_reference": True})
-    a = METHODS["darl"].scorer(make_group(texts, "darl", reference="5"), hp, probe)
-    b = METHODS["darl"].scorer(make_group(texts, "darl", reference="999"), hp, probe)
-    assert a.rewards == b.rewards
-    assert {"darl/r_ref_mean", "darl/r_gen_mean"} <= set(a.metrics)
 
 
 def test_the_reference_field_contract():

@@ -38,7 +38,6 @@ CASES = {
 }
 LABEL_FREE = ["ttrl", "evol_rl", "compass", "darl_majority", "em_token", "em_sequence", "self_consistency", "intuitor",
               "empo", "random_reward"]
-WALL_SECONDS: dict[str, float] = {}
 
 
 def write_rows(path: Path, label=lambda p: p["answer"], reference=None) -> Path:
@@ -67,7 +66,6 @@ def train(tmp: Path, case: str, max_steps: int = 2, label=lambda p: p["answer"])
 def method_run(request, tmp_path_factory):
     case = request.param
     result, events, seconds = train(tmp_path_factory.mktemp(case), case)
-    WALL_SECONDS[case] = seconds
     print(f"\n{case}: 2 steps in {seconds:.1f}s wall")
     return case, result, events
 
@@ -168,9 +166,7 @@ def clipping_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("clipping")
     write_rows(tmp / "prompts.jsonl")
     config = write_config(tmp, method="evol_rl", max_steps=2, hyperparameters=CLIP_HP)
-    started = time.time()
     result = run_trainer(config, tmp / "run")
-    WALL_SECONDS["evol_rl_clipping"] = time.time() - started
     return result, events_of(tmp / "run")
 
 
@@ -206,8 +202,3 @@ def test_reward_mean_is_over_the_trained_rollouts_and_the_vote_mean_over_all(cli
         for r in g["rollouts"]:  # the untrained rollouts show their real novelty, voted and scored over all n_votes
             if r["valid"]:
                 assert r["extra"]["novelty"] is not None and r["extra"]["novelty_raw"] is not None
-
-
-def test_print_the_run_times(capsys):
-    with capsys.disabled():
-        print("\nper-method 2-step wall times: " + ", ".join(f"{k} {v:.1f}s" for k, v in WALL_SECONDS.items()))

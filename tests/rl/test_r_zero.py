@@ -1,9 +1,13 @@
+"""R-Zero (rl/methods/r_zero.py): the challenger's reward over the step's batch, the solver's, the 3..7 filter, and
+the switch to the released code."""
+
+import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from rl.rewards.rzero import (
+from rl.groups import Group
+from rl.methods.r_zero import (
     challenger_question,
-    challenger_rewards,
     extract_question,
     keep_for_solver,
     repetition_penalties,
@@ -69,17 +73,25 @@ def test_a_single_question_is_its_own_cluster():
     assert repetition_penalties([]) == []
 
 
+def challenger_rewards(questions, solver_answers):
+    """The paper's challenger rewards of one step whose B outputs pose `questions` (None: a format failure)."""
+    texts = [f"<question>{q}</question>" if q is not None else "no question here" for q in questions]
+    group = challenger_group("p0", texts)
+    return score_challenger_batch([group], [solver_answers], PAPER)[0].rewards
+
+
 def test_challenger_reward_is_uncertainty_minus_penalty_floored_at_zero():
+    # R-Zero §2.2: r_i = max(0, r_uncertainty − r_rep); two different questions: 1 − 1/2 each
     half = ["7"] * 5 + ["1", "2", "3", "4", "5"]
     assert challenger_rewards(NEAR_DUPLICATES[:1] + [DIFFERENT], [half, half]) == pytest.approx([0.5, 0.5])
-    assert challenger_rewards(NEAR_DUPLICATES, [half] * 3) == [0.0, 0.0, 0.0]
+    assert challenger_rewards(NEAR_DUPLICATES, [half] * 3) == [0.0, 0.0, 0.0]  # one cluster of 3: 1 − 3/3
 
 
 def test_the_repetition_penalty_divides_by_the_whole_batch_format_failures_included():
     half = ["7"] * 5 + ["1", "2", "3", "4", "5"]
     # R-Zero App. B.4: "B is the total number of questions in the batch": two valid questions in separate
     # clusters and one format failure make B = 3, so each penalty is 1/3 (not 1/2 over the valid ones)
-    rewards = challenger_rewards(NEAR_DUPLICATES[:1] + [DIFFERENT, None], [half, half, half])
+    rewards = challenger_rewards(NEAR_DUPLICATES[:1] + [DIFFERENT, None], [half, half, []])
     assert rewards == pytest.approx([2 / 3, 2 / 3, 0.0])
     assert repetition_penalties(NEAR_DUPLICATES + [DIFFERENT], batch_size=8) == pytest.approx([3 / 8] * 3 + [1 / 8])
 
@@ -111,10 +123,6 @@ PRODUCT = "Find the product of 6 and 7 , then add the number of days in a week .
 
 
 def challenger_group(prompt_id: str, texts: list[str]):
-    import numpy as np
-
-    from rl.groups import Group
-
     return Group(prompt_id=prompt_id, prompt="p0", texts=texts, answers=[extract_question(t) for t in texts],
                  prompt_ids=[1], completion_ids=[[2]] * len(texts), embeddings=np.eye(len(texts)))
 
@@ -148,9 +156,6 @@ def test_the_challenger_batch_scorer_clusters_the_questions_of_every_group_toget
 
 
 def test_the_solver_is_rewarded_for_agreeing_with_the_pseudo_label_not_with_its_own_majority():
-    import numpy as np
-
-    from rl.groups import Group
     from rl.methods.r_zero import SOLVER_PHASE
 
     texts = ["\\boxed{2}", "\\boxed{2}", "\\boxed{2}", "\\boxed{1}"]

@@ -1,8 +1,14 @@
+"""EM-RL-Token and EM-RL-Sequence (rl/methods/entropy_minimisation.py; Agarwal et al. 2025, arXiv 2505.15134)."""
+
 import math
 
+import numpy as np
 import pytest
 
-from rl.rewards.baselines import em_sequence_reward, em_token_reward, rlvr_rewards, self_consistency_rewards
+from rl.groups import Group
+from rl.methods import METHODS, validate_hyperparameters
+from rl.methods.entropy_minimisation import em_sequence_reward, em_token_reward
+from rl.probes import TokenStatistics
 
 
 def test_em_token_reward_is_minus_the_summed_entropy():
@@ -35,18 +41,11 @@ class _StatsProbe:
 
 
 def _em_group(n):
-    import numpy as np
-
-    from rl.groups import Group
-
     return Group(prompt_id="p", prompt="q", texts=["\\boxed{1}"] * n, answers=["1"] * n, prompt_ids=[1],
                  completion_ids=[[2, 3]] * n, embeddings=np.eye(n))
 
 
 def test_the_em_scorers_sum_by_default_and_follow_the_aggregation_hyperparameter():
-    from rl.methods import METHODS, validate_hyperparameters
-    from rl.probes import TokenStatistics
-
     stats = [TokenStatistics(top1=[0.9, 0.9], top2=[0.1, 0.1], entropy=[0.5, 1.5], logprob=[math.log(0.5), math.log(0.25)])] * 2
     for method in ("em_token", "em_sequence"):
         assert METHODS[method].defaults()["aggregation"] == "sum"
@@ -56,20 +55,3 @@ def test_the_em_scorers_sum_by_default_and_follow_the_aggregation_hyperparameter
     assert METHODS["em_token"].scorer(_em_group(2), hp, _StatsProbe(stats)).rewards == pytest.approx([-1.0, -1.0])
     hp = validate_hyperparameters("em_sequence", {"n_votes": 2, "n_train": 2})
     assert METHODS["em_sequence"].scorer(_em_group(2), hp, _StatsProbe(stats)).rewards == pytest.approx([-3 * math.log(2)] * 2)
-
-
-def test_self_consistency_is_the_share_of_the_group_agreeing():
-    assert self_consistency_rewards(["1", "1", "2", None]) == [0.5, 0.5, 0.25, 0.0]
-
-
-def test_self_consistency_merges_equivalent_forms():
-    assert self_consistency_rewards(["0.5", r"\frac{1}{2}", "3"]) == pytest.approx([2 / 3, 2 / 3, 1 / 3])
-
-
-def test_rlvr_rewards_answers_equal_to_the_label():
-    assert rlvr_rewards(["1/2", "2", None], "0.5") == [1.0, 0.0, 0.0]
-
-
-def test_rlvr_needs_a_label():
-    with pytest.raises(ValueError):
-        rlvr_rewards(["1"], None)
