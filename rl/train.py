@@ -36,7 +36,8 @@ warnings.filterwarnings("ignore", category=FutureWarning, module=r"(transformers
 
 from rl.events import EventWriter  # noqa: E402
 from rl.grpo_config import grpo_config, world_size  # noqa: E402
-from rl.methods import HyperparameterError, Method, get_method, validate_hyperparameters  # noqa: E402
+from rl.methods import Method, get_method, validate_hyperparameters  # noqa: E402
+from rl.params import FieldError  # noqa: E402
 from rl.policy import (CHECKPOINTS_DIR, ModelPathError, last_checkpoint, load_tokenizer,  # noqa: E402
                        load_trainable_model, resolve_model_path)
 from rl.prompts import format_prompt  # noqa: E402
@@ -87,7 +88,7 @@ def load_config(path: str | os.PathLike) -> RunConfig:
         raise ConfigError("hyperparameters", "hyperparameters must be a JSON object of name -> value")
     try:
         hyperparameters = validate_hyperparameters(method, values)
-    except HyperparameterError as e:
+    except FieldError as e:
         raise ConfigError(e.field, str(e)) from None
     if hyperparameters["n_votes"] < 2:  # GRPO needs a group to compute an advantage
         raise ConfigError("n_votes", f"n_votes={hyperparameters['n_votes']} is invalid: GRPO needs at least 2 "

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from rl.methods import (compass, darl, empo, entropy_minimisation, evol_rl, intuitor, r_zero, random_reward, rlpr,
                         rlvr, self_consistency, ttrl)
-from rl.methods.schema import Hyperparameter, HyperparameterError, Method
+from rl.methods.schema import Method
+from rl.params import FieldError
 
-__all__ = ["METHODS", "Hyperparameter", "HyperparameterError", "Method", "get_method", "metric_prefixes",
-           "validate_hyperparameters"]
+__all__ = ["METHODS", "Method", "get_method", "metric_prefixes", "validate_hyperparameters"]
 
 METHODS: dict[str, Method] = {method.name: method for method in (
     ttrl.METHOD, evol_rl.METHOD, compass.METHOD, darl.METHOD, rlpr.METHOD, r_zero.METHOD,
@@ -25,11 +25,11 @@ def get_method(name: str) -> Method:
     try:
         return METHODS[name]
     except (KeyError, TypeError):
-        raise HyperparameterError("method", f"unknown method {name!r}: expected one of {', '.join(METHODS)}") from None
+        raise FieldError("method", f"unknown method {name!r}: expected one of {', '.join(METHODS)}") from None
 
 
 def validate_hyperparameters(method: str, values: dict | None) -> dict:
-    """The complete hyperparameters for ``method`` (Method.validate), or HyperparameterError naming the field."""
+    """The complete hyperparameters for ``method`` (Method.validate), or FieldError naming the field."""
     return get_method(method).validate(values)
 
 

@@ -9,7 +9,8 @@ import numpy as np
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
 from rl.methods.evol_rl import COMPARISON_SETUP, COMPARISON_SOURCE
-from rl.methods.schema import Hyperparameter, Method, shared
+from rl.methods.schema import Method, shared
+from rl.params import Param
 
 EM_AGGREGATIONS = ("sum", "mean")
 
@@ -40,7 +41,7 @@ def em_sequence_reward(token_logprobs: Sequence[float] | np.ndarray, aggregation
 
 
 _PAPER = "Agarwal et al. 2025, The Unreasonable Effectiveness of Entropy Minimization (baseline in EVOL-RL)"
-_AGGREGATION = Hyperparameter(
+_AGGREGATION = Param(
     "aggregation", "choice", "sum", "How the per-token terms add up: 'sum' as Agarwal et al. 2025 define the EM-RL "
     "rewards (−Σ_t H_t, Σ_t log p_t), or 'mean' (length-normalised).", choices=EM_AGGREGATIONS)
 

@@ -18,7 +18,8 @@ import numpy as np
 from rl.answers import equivalence_vote, extract_boxed
 from rl.arithmetic import CHALLENGER_PROMPT as SHORT_CHALLENGER_PROMPT
 from rl.groups import Group, GroupScore
-from rl.methods.schema import Hyperparameter, HyperparameterError, Method, float_param, int_param, shared
+from rl.methods.schema import Method, float_param, int_param, shared
+from rl.params import FieldError, Param
 from rl.prompts import STEP_BY_STEP_SYSTEM_PROMPT
 from rl.similarity import bleu_distance_matrix
 from rl.voting import ttrl_rewards
@@ -231,10 +232,10 @@ def _steps(hp: dict, max_steps: int) -> int:
 
 def _relations(values: dict) -> None:
     if values["keep_low"] > values["keep_high"]:
-        raise HyperparameterError(
+        raise FieldError(
             "keep_low", f"keep_low={values['keep_low']} is invalid: expected an integer in [0, keep_high={values['keep_high']}]")
     if values["keep_high"] > values["solver_samples"]:
-        raise HyperparameterError(
+        raise FieldError(
             "keep_high", f"keep_high={values['keep_high']} is invalid: expected an integer in [keep_low, "
                          f"solver_samples={values['solver_samples']}]")
 
@@ -276,7 +277,7 @@ METHOD = Method(
                     "(τ_BLEU).", 0.0, 1.0),
         float_param("repetition_weight", 1.0, "λ: repetition penalty = λ·|cluster|/B, B the whole batch of questions.",
                     0.0, 100.0),
-        Hyperparameter("variant", "choice", "paper", "R-Zero as its paper states it, or as its released code runs it: "
+        Param("variant", "choice", "paper", "R-Zero as its paper states it, or as its released code runs it: "
                        "reward min(p̂, 1 − p̂) − penalty with no floor and −1 for a format failure, which also needs "
                        "the challenger's \\boxed{} answer; p̂ over the boxed answers; keep when keep_low/m ≤ p̂ ≤ "
                        "keep_high/m; the solver answers with top_p 1.0 and top_k 40 (docs/fidelity.md).",

@@ -11,7 +11,8 @@ import numpy as np
 
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
-from rl.methods.schema import HyperparameterError, Method, bool_param, float_param, int_param, shared
+from rl.methods.schema import Method, bool_param, float_param, int_param, shared
+from rl.params import FieldError
 from rl.prompts import THINK_ANSWER_SYSTEM_PROMPT, extract_think_answer
 
 RELEASE_SCRIPT = "RLPR's examples/RLPR/reproduce_qwen.sh"
@@ -51,7 +52,7 @@ def release_reward_parameters() -> tuple:
 
 def check_filter_steps(hp: dict) -> None:
     if hp["std_filter_ema_start_step"] >= hp["std_filter_start_step"]:
-        raise HyperparameterError("std_filter_start_step", f"std_filter_start_step={hp['std_filter_start_step']} is "
+        raise FieldError("std_filter_start_step", f"std_filter_start_step={hp['std_filter_start_step']} is "
                                   f"invalid: expected a step after std_filter_ema_start_step="
                                   f"{hp['std_filter_ema_start_step']} (the EMA starts from the steps between them)")
 

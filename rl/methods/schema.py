@@ -14,91 +14,8 @@ from typing import Callable
 
 from rl.answers import extract_boxed
 from rl.groups import BOXED_OPENER
-from rl.params import FieldError, plain_number, to_bool, to_number
+from rl.params import FieldError, Param
 from rl.prompts import STEP_BY_STEP_SYSTEM_PROMPT
-
-_NULL_WORDS = {"", "null", "none"}
-
-
-class HyperparameterError(FieldError):
-    """A rejected method name or hyperparameter value: ``field`` is the hyperparameter name, or ``"method"``."""
-
-
-@dataclass(frozen=True)
-class Hyperparameter:
-    name: str
-    type: str  # 'int' | 'float' | 'bool' | 'choice'
-    default: object
-    help: str
-    min: float | None = None
-    max: float | None = None
-    choices: tuple = ()
-    # When True, None (JSON null) is a valid value with its own meaning, e.g. DARL's
-    # tau = null selects the dynamic threshold.
-    nullable: bool = False
-
-    def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "type": self.type,
-            "default": self.default,
-            "help": self.help,
-            "min": self.min,
-            "max": self.max,
-            "choices": list(self.choices),
-            "nullable": self.nullable,
-        }
-
-    def range_text(self) -> str:
-        if self.type == "bool":
-            return "true or false"
-        if self.type == "choice":
-            return "one of " + ", ".join(repr(c) for c in self.choices)
-        low = "-inf" if self.min is None else plain_number(self.min)
-        high = "inf" if self.max is None else plain_number(self.max)
-        kind = "an integer" if self.type == "int" else "a number"
-        text = f"{kind} in [{low}, {high}]"
-        return text + " or null" if self.nullable else text
-
-    def coerce(self, value: object) -> object:
-        """The value converted to this hyperparameter's type, or HyperparameterError."""
-        if self.nullable and (value is None or (isinstance(value, str) and value.strip().lower() in _NULL_WORDS)):
-            return None
-        converted = self._convert(value)
-        if self.type in ("int", "float"):
-            if (self.min is not None and converted < self.min) or (self.max is not None and converted > self.max):
-                raise self._error(value)
-        return converted
-
-    def _convert(self, value: object) -> object:
-        if self.type == "bool":
-            converted = to_bool(value)
-            if converted is None:
-                raise self._error(value)
-            return converted
-        if self.type == "choice":
-            if value in self.choices:
-                return value
-            if isinstance(value, str):
-                for choice in self.choices:
-                    if str(choice) == value.strip():
-                        return choice
-            raise self._error(value)
-        if self.type == "int":
-            number = to_number(value)
-            if number is None or not number.is_integer():
-                raise self._error(value)
-            return int(number)
-        if self.type == "float":
-            number = to_number(value)
-            if number is None:
-                raise self._error(value)
-            return number
-        raise ValueError(f"unknown hyperparameter type {self.type!r}")
-
-    def _error(self, value: object) -> HyperparameterError:
-        return HyperparameterError(self.name, f"{self.name}={value!r} is invalid: expected {self.range_text()}")
-
 
 def _max_steps(hyperparameters: dict, max_steps: int) -> int:
     return max_steps
@@ -112,7 +29,7 @@ class Method:
     title: str
     paper: str
     label_free: bool
-    hyperparameters: tuple[Hyperparameter, ...]
+    hyperparameters: tuple[Param, ...]
     description: str = ""
     # where the defaults that differ from the shared ones come from (paper section, table, released script)
     defaults_source: str = ""
@@ -153,7 +70,7 @@ class Method:
     reads_prompts: bool = True
     # the steps a run logs, from its hyperparameters and max_steps (R-Zero counts its phases instead)
     steps: Callable[[dict, int], int] = _max_steps
-    # checks between hyperparameters beyond the shared ones; raises HyperparameterError
+    # checks between hyperparameters beyond the shared ones; raises FieldError
     relations: Callable[[dict], None] | None = None
     # hyperparameters -> a filter over whole steps, one per run, for a rule that needs earlier steps (RLPR's
     # adaptive std filter): .apply(step, [each group's rewards]) -> (groups left out, metrics); its
@@ -181,7 +98,7 @@ class Method:
             "hyperparameters": [h.to_json() for h in self.hyperparameters],
         }
 
-    def hyperparameter(self, name: str) -> Hyperparameter:
+    def hyperparameter(self, name: str) -> Param:
         for h in self.hyperparameters:
             if h.name == name:
                 return h
@@ -209,14 +126,14 @@ class Method:
     def validate(self, values: dict | None) -> dict:
         """The complete hyperparameters: defaults filled, values coerced.
 
-        Raises HyperparameterError (with ``field``) for an unknown name, a value of the wrong type or out of
+        Raises FieldError (with ``field``) for an unknown name, a value of the wrong type or out of
         range, or values that contradict each other (n_train > n_votes, ...).
         """
         values = dict(values or {})
         known = {h.name for h in self.hyperparameters}
         for name in values:
             if name not in known:
-                raise HyperparameterError(
+                raise FieldError(
                     str(name), f"unknown hyperparameter {name!r} for {self.name}: expected one of {', '.join(sorted(known))}"
                 )
         result = {h.name: h.coerce(values[h.name]) if h.name in values else h.default for h in self.hyperparameters}
@@ -230,15 +147,15 @@ class Method:
 
 
 def int_param(name, default, help, min=None, max=None):
-    return Hyperparameter(name, "int", default, help, min=min, max=max)
+    return Param(name, "int", default, help, min=min, max=max)
 
 
 def float_param(name, default, help, min=None, max=None, nullable=False):
-    return Hyperparameter(name, "float", default, help, min=min, max=max, nullable=nullable)
+    return Param(name, "float", default, help, min=min, max=max, nullable=nullable)
 
 
 def bool_param(name, default, help):
-    return Hyperparameter(name, "bool", default, help)
+    return Param(name, "bool", default, help)
 
 
 _SHARED = {
@@ -261,7 +178,7 @@ _SHARED = {
         int_param("max_prompt_length", 4096, "Longest prompt in tokens, with its chat template and system prompt "
                   "(verl's max_prompt_length): a longer one fails the run before the model loads, naming it.", 1, 131072),
         float_param("learning_rate", 5e-7, "Peak learning rate (AdamW).", 0.0, 1e-2),
-        Hyperparameter("lr_schedule", "choice", "cosine", "Learning-rate schedule after the warmup: cosine decay "
+        Param("lr_schedule", "choice", "cosine", "Learning-rate schedule after the warmup: cosine decay "
                        "from the peak (TTRL §4, followed by EVOL-RL) or constant.", choices=("cosine", "constant")),
         float_param("warmup_ratio", 0.03, "Share of the run's optimizer updates spent warming the learning rate up "
                     "linearly from 0 (TTRL's verl scripts: 0.03).", 0.0, 0.5),
@@ -269,10 +186,10 @@ _SHARED = {
         float_param("kl_coef", 0.001, "Weight of the KL penalty to the reference policy (0 disables it).", 0.0, 10.0),
         float_param("epsilon", 0.2, "Lower PPO clipping range: ratios below 1 − epsilon are clipped.", 0.0, 1.0),
         float_param("epsilon_high", 0.2, "Upper PPO clipping range: ratios above 1 + epsilon_high are clipped.", 0.0, 1.0),
-        Hyperparameter("importance_sampling_level", "choice", "token", "Where the PPO ratio π/π_old is taken and "
+        Param("importance_sampling_level", "choice", "token", "Where the PPO ratio π/π_old is taken and "
                        "clipped: per token (GRPO, DAPO) or once per rollout from its mean token log-ratio (GSPO, "
                        "EMPO's released optimiser).", choices=("token", "sequence")),
-        Hyperparameter("loss_type", "choice", "dapo", "How token losses are averaged into an update's loss (TRL's "
+        Param("loss_type", "choice", "dapo", "How token losses are averaged into an update's loss (TRL's "
                        "names): 'dapo' every trained token of the update weighs the same (verl's token-mean, the "
                        "papers' releases); 'grpo' each rollout's tokens are averaged first, then the rollouts "
                        "(EVOL-RL Eq. (1), GRPO's paper, GSPO); 'dr_grpo' token sums over a constant, "
@@ -283,15 +200,15 @@ _SHARED = {
         int_param("eval_samples", 32, "Samples per evaluation prompt; pass@1, pass@16 and maj@16 are estimated from "
                   "them (EVOL-RL Table 1: pass@16 from 32 samples).", 1, 1024),
         int_param("save_every", 50, "Write a checkpoint every this many steps (0 only at the end).", 0, 100000),
-        Hyperparameter("generation_backend", "choice", "hf", "Rollout generation: Hugging Face generate, or vLLM "
+        Param("generation_backend", "choice", "hf", "Rollout generation: Hugging Face generate, or vLLM "
                        "colocated on the training GPU (needs the vllm package and a GPU).", choices=("hf", "vllm")),
         bool_param("vllm_importance_sampling_correction", False, "With vLLM generation, reweight the loss by "
                    "π_train/π_vLLM per token (TRL's truncated importance sampling). Off as in the papers' verl runs; "
                    "no effect with generation_backend 'hf'."),
-        Hyperparameter("embedding_max_length", "int", None, "Tokens per window of the embedder (the similarity "
+        Param("embedding_max_length", "int", None, "Tokens per window of the embedder (the similarity "
                        "matrix and EVOL-RL's novelty); null: the embedder's own maximum (all-MiniLM-L6-v2: 256).",
                        min=8, max=32768, nullable=True),
-        Hyperparameter("embedding_pooling", "choice", "windows", "A rollout longer than the embedder's window: "
+        Param("embedding_pooling", "choice", "windows", "A rollout longer than the embedder's window: "
                        "'windows' embeds all of it, window by window, and averages them (weighted by tokens), so "
                        "responses that differ early differ; 'end' keeps only its last window (EVOL-RL's code "
                        "truncates from the left, with a 16k-token embedder).", choices=("windows", "end")),
@@ -299,7 +216,7 @@ _SHARED = {
 }
 
 
-def shared(exclude: tuple[str, ...] = (), **overrides: object) -> tuple[Hyperparameter, ...]:
+def shared(exclude: tuple[str, ...] = (), **overrides: object) -> tuple[Param, ...]:
     """The shared hyperparameters, with some defaults replaced and the ``exclude``d ones left out."""
     unknown = (set(overrides) | set(exclude)) - set(_SHARED)
     if unknown:
@@ -310,11 +227,11 @@ def shared(exclude: tuple[str, ...] = (), **overrides: object) -> tuple[Hyperpar
 
 def _check_shared_relations(values: dict) -> None:
     if "n_train" in values and "n_votes" in values and values["n_train"] > values["n_votes"]:
-        raise HyperparameterError(
+        raise FieldError(
             "n_train", f"n_train={values['n_train']} is invalid: expected an integer in [1, n_votes={values['n_votes']}]"
         )
     if "prompts_per_update" in values and values["prompts_per_step"] % values["prompts_per_update"]:
-        raise HyperparameterError(
+        raise FieldError(
             "prompts_per_update",
             f"prompts_per_update={values['prompts_per_update']} is invalid: expected a divisor of "
             f"prompts_per_step={values['prompts_per_step']} (each step is split into whole updates)",

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from rl.methods import METHODS, HyperparameterError, get_method, metric_prefixes, validate_hyperparameters
+from rl.methods import METHODS, get_method, metric_prefixes, validate_hyperparameters
+from rl.params import FieldError
 from rl.methods.evol_rl import evol_rl_answer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -85,15 +86,15 @@ def test_the_api_record_carries_the_prompt_prefix_and_charts():
 
 
 def test_r_zero_keeps_its_own_relations():
-    with pytest.raises(HyperparameterError) as error:
+    with pytest.raises(FieldError) as error:
         validate_hyperparameters("r_zero", {"keep_low": 8, "keep_high": 7})
     assert error.value.field == "keep_low"
-    with pytest.raises(HyperparameterError) as error:
+    with pytest.raises(FieldError) as error:
         validate_hyperparameters("r_zero", {"solver_samples": 5})
     assert error.value.field == "keep_high"
 
 
 def test_an_unknown_method_is_a_hyperparameter_error_naming_the_field():
-    with pytest.raises(HyperparameterError) as error:
+    with pytest.raises(FieldError) as error:
         get_method("nope")
     assert error.value.field == "method"

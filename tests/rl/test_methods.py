@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from rl.methods import METHODS, HyperparameterError, get_method, validate_hyperparameters
+from rl.methods import METHODS, get_method, validate_hyperparameters
+from rl.params import FieldError
 
 ALL_METHODS = ["ttrl", "evol_rl", "compass", "darl", "rlpr", "r_zero", "em_token", "em_sequence", "self_consistency",
                "intuitor", "empo", "random_reward", "rlvr"]
@@ -48,33 +49,33 @@ def test_tau_accepts_null_for_the_dynamic_threshold():
 
 
 def test_an_unknown_method_names_the_valid_ones():
-    with pytest.raises(HyperparameterError) as error:
+    with pytest.raises(FieldError) as error:
         get_method("ppo")
     assert error.value.field == "method"
     assert "ttrl" in str(error.value)
 
 
 def test_an_unknown_hyperparameter_is_rejected():
-    with pytest.raises(HyperparameterError) as error:
+    with pytest.raises(FieldError) as error:
         validate_hyperparameters("ttrl", {"alpha": 0.5})
     assert error.value.field == "alpha"
 
 
 @pytest.mark.parametrize("name, value", [("alpha", 1.5), ("n_votes", 0), ("n_votes", 2.5), ("n_votes", True), ("temperature", "hot"), ("alpha", float("nan"))])
 def test_a_bad_value_is_rejected_with_its_range(name, value):
-    with pytest.raises(HyperparameterError) as error:
+    with pytest.raises(FieldError) as error:
         validate_hyperparameters("evol_rl", {name: value})
     assert error.value.field == name
     assert name in str(error.value) and "[" in str(error.value)
 
 
 def test_alpha_out_of_range_names_the_range():
-    with pytest.raises(HyperparameterError, match=r"alpha=1\.5 .*\[0, 1\]"):
+    with pytest.raises(FieldError, match=r"alpha=1\.5 .*\[0, 1\]"):
         validate_hyperparameters("evol_rl", {"alpha": 1.5})
 
 
 def test_n_train_may_not_exceed_n_votes():
-    with pytest.raises(HyperparameterError) as error:
+    with pytest.raises(FieldError) as error:
         validate_hyperparameters("ttrl", {"n_votes": 8, "n_train": 16})
     assert error.value.field == "n_train"
 
@@ -90,7 +91,7 @@ def test_each_rollout_batch_is_split_into_prompts_per_update_updates():
         values = validate_hyperparameters(name, {})
         assert values["prompts_per_update"] == 1 and values["ppo_epochs"] == 1
     assert validate_hyperparameters("ttrl", {"prompts_per_step": 8, "prompts_per_update": 4})["prompts_per_update"] == 4
-    with pytest.raises(HyperparameterError) as error:
+    with pytest.raises(FieldError) as error:
         validate_hyperparameters("evol_rl", {"prompts_per_step": 8, "prompts_per_update": 3})
     assert error.value.field == "prompts_per_update"
     assert "prompts_per_update=3 is invalid" in str(error.value) and "prompts_per_step=8" in str(error.value)

@@ -113,7 +113,7 @@ def test_loss_type_dr_grpo_divides_by_the_longest_completion_allowed(tmp_path):
 
 
 def test_an_unknown_loss_type_is_refused_naming_the_field():
-    from rl.methods.schema import HyperparameterError
-    with pytest.raises(HyperparameterError) as refused:
+    from rl.params import FieldError
+    with pytest.raises(FieldError) as refused:
         validate_hyperparameters("ttrl", {"loss_type": "token-mean"})
     assert refused.value.field == "loss_type" and "'dapo'" in str(refused.value)

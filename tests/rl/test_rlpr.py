@@ -155,8 +155,8 @@ def test_the_filters_state_survives_a_checkpoint():
 
 
 def test_the_filter_must_collect_before_it_starts():
-    from rl.methods.schema import HyperparameterError
-    with pytest.raises(HyperparameterError) as refused:
+    from rl.params import FieldError
+    with pytest.raises(FieldError) as refused:
         validate_hyperparameters("rlpr", {"std_filter_ema_start_step": 11, "std_filter_start_step": 11})
     assert refused.value.field == "std_filter_start_step"
 

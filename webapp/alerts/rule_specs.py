@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rl.params import FieldError, plain_number, to_bool, to_number
+from rl.params import FieldError, Param
 
 RULE_KINDS = (
     "entropy_collapse",
@@ -32,62 +32,6 @@ FIELD_PREFIX = "alert_rules"
 
 
 # --------------------------------------------------------------------------- schema
-
-
-@dataclass(frozen=True)
-class Param:
-    name: str
-    type: str  # 'int' | 'float' | 'bool' | 'choice'
-    default: object
-    help: str
-    min: float | None = None
-    max: float | None = None
-    choices: tuple = ()
-
-    def to_json(self) -> dict:
-        return {
-            "name": self.name,
-            "type": self.type,
-            "default": self.default,
-            "help": self.help,
-            "min": self.min,
-            "max": self.max,
-            "choices": list(self.choices),
-        }
-
-    def range_text(self) -> str:
-        if self.type == "bool":
-            return "true or false"
-        if self.type == "choice":
-            return "one of " + ", ".join(repr(c) for c in self.choices)
-        kind = "an integer" if self.type == "int" else "a number"
-        low = "-inf" if self.min is None else plain_number(self.min)
-        high = "inf" if self.max is None else plain_number(self.max)
-        return f"{kind} in [{low}, {high}]"
-
-    def coerce(self, value: object, field_name: str) -> object:
-        """``value`` converted to this parameter's type and checked against its range."""
-        converted = self._convert(value)
-        if converted is None:
-            raise self._error(value, field_name)
-        if self.type in ("int", "float"):
-            if (self.min is not None and converted < self.min) or (self.max is not None and converted > self.max):
-                raise self._error(value, field_name)
-        return converted
-
-    def _convert(self, value: object) -> object:
-        if self.type == "bool":
-            return to_bool(value)
-        if self.type == "choice":
-            text = value.strip() if isinstance(value, str) else value
-            return text if text in self.choices else None
-        number = to_number(value)
-        if self.type == "int":
-            return int(number) if number is not None and number.is_integer() else None
-        return number
-
-    def _error(self, value: object, field_name: str) -> FieldError:
-        return FieldError(field_name, f"{field_name}={value!r} is invalid: expected {self.range_text()}")
 
 
 @dataclass(frozen=True)
