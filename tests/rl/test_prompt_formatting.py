@@ -1,4 +1,4 @@
-"""rl.train gives the policy each prompt as its paper does (DESIGN §6): chat template + the paper's system prompt."""
+"""The trainer gives the policy each prompt as its paper does (DESIGN §6): chat template + the paper's system prompt."""
 
 import json
 
@@ -8,7 +8,7 @@ from transformers import AutoTokenizer
 from rl.methods import METHODS
 from rl.policy import DEFAULT_POLICY_DIR
 from rl.prompts import STEP_BY_STEP_SYSTEM_PROMPT, THINK_ANSWER_SYSTEM_PROMPT, format_prompt
-from rl.train import ConfigError, formatted_prompt, read_prompts
+from rl.run_config import ConfigError, formatted_prompt, read_prompts
 
 
 @pytest.fixture(scope="module")
