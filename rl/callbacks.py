@@ -72,7 +72,7 @@ class EventLogCallback(TrainerCallback):
     def __init__(self, events: EventWriter, run_dir: Path):
         self.events = events
         self.run_dir = Path(run_dir)
-        self.trainer = None  # set by rl.train once the trainer exists (callbacks are built first)
+        self.trainer = None  # set by the driver (rl/driver.py) once the trainer exists (callbacks are built first)
         self._step_started: float | None = None
         self._step_seconds: float | None = None
 
@@ -172,7 +172,7 @@ class PeriodicEval(TrainerCallback):
         self.max_new_tokens = max_new_tokens
         self.at_start = at_start
         self.batch_size = batch_size
-        self.trainer = None  # set by rl.train
+        self.trainer = None  # set by the driver (rl/driver.py)
 
     def on_train_begin(self, args, state, control, **kwargs):
         # the starting point, to compare every later evaluation against; not again on resume (HF calls

@@ -1,5 +1,5 @@
 """TRL's GRPOConfig for a run: how a method's hyperparameters become the trainer's arguments (DESIGN §4.7).
-Shared by the training driver (rl/train.py) and R-Zero's phases (rl/rzero.py); torch and TRL are imported
+Made by the training driver (rl/driver.py) for every GRPO phase, R-Zero's included; torch and TRL are imported
 when a config is made, so reading this module costs nothing."""
 from __future__ import annotations
 

@@ -1,12 +1,16 @@
 """R-Zero (Huang et al. 2025): a challenger and a solver co-evolve from zero data, as one run.
 
+This module is R-Zero's plan (`train_rzero`), which the training driver (rl/driver.py) runs for a method that
+`trains_in_phases`: the driver assembles each GRPO phase's trainer, checkpoints, resumes, stops and evaluates;
+the plan says which phases run in which order, from which models, and what each leaves behind.
+
 Both start from the configured model. Each iteration k = 1..iterations runs three phases:
 
 1. challenger: GRPO on the challenger, `challenger_steps` steps. Prompt: the paper's challenger
    prompt (App. B.2; a shortened one for the default policy, see rl.arithmetic.CHALLENGER_PROMPT).
    The question is what stands between <question> tags; its reward is max(0, r_unc − r_rep)
    with r_unc from `solver_samples` answers of the current solver and r_rep from BLEU clusters
-   over all B questions of the step (rl.rewards.rzero), 0 when the format check fails. With
+   over all B questions of the step (rl.methods.r_zero), 0 when the format check fails. With
    `challenger_steps: 0` the phase is skipped and the untrained model writes the pool (the
    "Base Challenger" baseline of R-Zero Table 3).
 2. questions: the challenger writes `questions_per_iteration` candidates; the solver answers each
@@ -77,18 +81,10 @@ import os
 import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import SimpleNamespace
 
-import torch
-from datasets import Dataset
-from transformers import PrinterCallback
-from transformers.utils import logging as hf_logging
-
-from rl.callbacks import EventLogCallback, GracefulStop, PeriodicEval
-from rl.events import EventWriter, read_events
-from rl.grpo_config import grpo_config
+from rl.driver import Cancelled, Driver, checkpoint_step
 from rl.methods.r_zero import CHALLENGER_PHASE, SOLVER_PHASE
-from rl.policy import load_tokenizer, load_trainable_model
+from rl.policy import CHECKPOINTS_DIR, last_checkpoint, load_trainable_model
 from rl.methods.r_zero import challenger_question, keep_for_solver, solver_agreement, solver_majority
 from rl.rzero_phases import (ChallengerScorer, PhaseEvents, challenger_prompt, sample, solver_answers, solver_prompt,
                              solver_rows)
@@ -97,6 +93,15 @@ PHASES = ("challenger", "questions", "solver")
 RZERO_DIR = "rzero"
 STATE_FILE = "state.json"
 CHALLENGER_METRIC_PREFIX = "rzero/challenger_"
+
+
+def train_rzero(driver: Driver) -> tuple[str, str]:
+    """The driver's plan for R-Zero (rl/driver.py): its phases until the last iteration or a cancel; the final
+    status (state, message)."""
+    import torch
+
+    torch.manual_seed(driver.config.seed)
+    return RZeroLoop(driver).run()
 
 
 @dataclass
@@ -115,10 +120,6 @@ class LoopState:
         return self.iteration, PHASES[PHASES.index(self.phase) + 1]
 
 
-class Cancelled(Exception):
-    """A SIGTERM stopped the phase in progress."""
-
-
 def challenger_hyperparameters(hp: dict) -> dict:
     """The challenger phase's: each p0 copy is a GRPO group of challenger_rollouts questions, all trained on."""
     return {**hp, "n_votes": hp["challenger_rollouts"], "n_train": hp["challenger_rollouts"]}
@@ -132,22 +133,20 @@ def solver_hyperparameters(hp: dict, kept: int) -> dict:
     return {**hp, "prompts_per_step": per_step - per_step % per_update, "prompts_per_update": per_update}
 
 
-def last_phase_checkpoint(folder: Path) -> Path | None:
-    """The highest-step complete TRL checkpoint of a GRPO phase, or None."""
-    folders = [p for p in folder.glob("checkpoint-*")
-               if p.name.split("-")[-1].isdigit() and (p / "trainer_state.json").exists()]
-    return max(folders, key=lambda p: int(p.name.split("-")[-1]), default=None)
-
-
 class RZeroLoop:
-    def __init__(self, config, run_dir: Path, events: EventWriter, stop: GracefulStop):
-        self.config, self.hp = config, config.hyperparameters
-        self.run_dir, self.events, self.stop = run_dir, events, stop
-        self.tokenizer = load_tokenizer(config.model_path)
-        self.prompt = challenger_prompt(config.model_path, self.tokenizer)
-        self.state = LoopState(challenger=str(config.model_path), solver=str(config.model_path))
-        self.resuming = False  # --resume: a GRPO phase continues from its last checkpoint
-        self._embedder = None
+    """R-Zero's phases, run by the driver: it assembles, checkpoints, resumes, stops and evaluates; the loop keeps
+    rzero/state.json, the models each phase starts from, and the one step counter across phases."""
+
+    def __init__(self, driver: Driver):
+        self.driver, self.config, self.hp = driver, driver.config, driver.hp
+        self.run_dir, self.events, self.stop = driver.run_dir, driver.events, driver.stop
+        self.tokenizer = driver.tokenizer
+        self.prompt = challenger_prompt(self.config.model_path, self.tokenizer)
+        self.state = LoopState(challenger=str(self.config.model_path), solver=str(self.config.model_path))
+        # the solver is evaluated on eval_prompts before the first iteration and after each solver phase, asked as
+        # it is trained
+        self.evaluator = driver.evaluator(lambda row: solver_prompt(self.tokenizer, row["prompt"]),
+                                          SOLVER_PHASE.answer_rule, every=0)
 
     # -- bookkeeping
 
@@ -159,7 +158,7 @@ class RZeroLoop:
         return self.run_dir / RZERO_DIR / f"iteration-{k}"
 
     def phase_checkpoints(self, k: int, phase: str) -> Path:
-        return self.run_dir / "checkpoints" / f"iteration-{k}" / f"{phase}-checkpoints"
+        return self.run_dir / CHECKPOINTS_DIR / f"iteration-{k}" / f"{phase}-checkpoints"
 
     def finish_phase(self, iteration: int, phase: str) -> None:
         self.state.iteration, self.state.phase = iteration, phase
@@ -168,55 +167,37 @@ class RZeroLoop:
         shutil.rmtree(self.phase_checkpoints(iteration, phase), ignore_errors=True)
 
     def load_model(self, path: str):
-        on_gpu = torch.cuda.is_available()
-        model = load_trainable_model(self.run_dir / path)  # relative or absolute; fp32 weights, as rl.train's
-        return model.to("cuda" if on_gpu else "cpu")
+        model = load_trainable_model(self.run_dir / path)  # relative or absolute; fp32 weights, as every run's
+        return model.to(self.driver.device)  # on the device now: the questions phase samples from it
 
     def save_model(self, trainer, k: int, role: str) -> str:
-        path = self.run_dir / "checkpoints" / f"iteration-{k}" / role
+        path = self.run_dir / CHECKPOINTS_DIR / f"iteration-{k}" / role
         trainer.save_model(str(path))  # the trained weights and the tokenizer (processing_class)
         self.events.checkpoint(self.state.step, path.resolve())
         return str(path.relative_to(self.run_dir))  # relative: the run folder may be moved
 
-    @property
-    def embedder(self):
-        """The run's sentence embedder, loaded once: the trainer's group events carry similarity matrices."""
-        if self._embedder is None:
-            from rl.similarity import Embedder
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-            self._embedder = Embedder.for_run(self.config.embedding_model, self.hp, device=device)
-            self.events.log("info", self._embedder.summary())  # the run's record of its embedder
-        return self._embedder
-
     def seed(self, k: int, phase: str) -> int:
         return self.config.seed + 1000 * k + PHASES.index(phase)  # a fresh stream per phase, reproducible
 
-    # -- a GRPO phase on the shared trainer
+    # -- a GRPO phase, on the driver's trainer
 
     def train_phase(self, k: int, phase: str, model, rows: list[dict], hp: dict, steps: int, method,
                     score_batch=None, references: dict[str, str] | None = None, metric_prefix: str | None = None):
         """Train `model` for `steps` rollout-batch steps on `rows`; returns the trainer. Continues from the phase's
         last TRL checkpoint when there is one (a resumed run); raises Cancelled when a SIGTERM cut it short."""
-        from rl.trainer import LabelFreeGRPOTrainer
-
-        output_dir = self.phase_checkpoints(k, phase)
-        checkpoint = last_phase_checkpoint(output_dir) if self.resuming else None
-        event_log = EventLogCallback(PhaseEvents(self.events, self.state.step, metric_prefix), self.run_dir)
-        trainer = LabelFreeGRPOTrainer(
-            model=model, args=grpo_config(hp, max_steps=steps, seed=self.seed(k, phase), output_dir=output_dir),
-            train_dataset=Dataset.from_list(rows), processing_class=self.tokenizer, callbacks=[event_log, self.stop],
-            method=method, n_train=hp["n_train"], hyperparameters=hp, references=references, embedder=self.embedder,
-            score_batch=score_batch)
-        trainer.remove_callback(PrinterCallback)  # the event log is the record
-        event_log.trainer = trainer
+        checkpoints = self.phase_checkpoints(k, phase)
+        checkpoint = self.driver.checkpoint_to_resume(checkpoints)
+        trainer = self.driver.trainer(model, rows, method, hp, steps, self.seed(k, phase), checkpoints,
+                                      events=PhaseEvents(self.events, self.state.step, metric_prefix),
+                                      references=references, score_batch=score_batch)
         if checkpoint is not None:
             self.events.log("info", f"R-Zero iteration {k}: the {phase} phase continues from "
                                     f"{checkpoint.relative_to(self.run_dir)}")
-        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint else None)
-        done = trainer.rollout_step()
-        if self.stop.requested and done < steps:
-            self.events.stage(k, phase, "cancelled", {"steps": done})
-            raise Cancelled
+        try:
+            done = self.driver.train(trainer, steps, checkpoint)
+        except Cancelled as cancel:
+            self.events.stage(k, phase, "cancelled", {"steps": cancel.steps})
+            raise
         self.state.step += done
         return trainer
 
@@ -252,7 +233,7 @@ class RZeroLoop:
         answered = solver_answers(solver, self.tokenizer, [questions[i] for i in valid], hp, stop=self.stop)
         if self.stop.requested:
             self.events.stage(k, "questions", "cancelled", {"pool": len(texts)})
-            raise Cancelled
+            raise Cancelled(0)  # no step: the questions phase runs again from its start
         answers = {i: a for i, a in zip(valid, answered)}
 
         pool = []
@@ -302,7 +283,7 @@ class RZeroLoop:
                                    hp, steps, SOLVER_PHASE,
                                    references={row["id"]: row["pseudo_label"] for row in kept})  # ỹ_i, never re-voted
         self.state.solver = self.save_model(trainer, k, "solver")
-        self.evaluate(trainer.model)
+        self.driver.evaluate(self.evaluator, trainer.model, self.state.step)
         self.events.stage(k, "solver", "finished", {"questions": len(kept), "steps": steps})
 
     def skip_solver(self, k: int) -> None:
@@ -315,41 +296,23 @@ class RZeroLoop:
         self.events.log("warning", f"R-Zero iteration {k}: no question was kept ({why}); the solver phase is skipped")
         self.events.stage(k, "solver", "skipped", {"questions": 0, "steps": 0})
 
-    def evaluate(self, solver) -> None:
-        """`eval` events for the solver on eval_prompts (labels used here only), asked as it is trained."""
-        if not self.config.eval_prompts or self.hp["eval_every"] <= 0:
-            return
-        hp = self.hp
-        prompts = [{**row, "prompt": solver_prompt(self.tokenizer, row["prompt"])} for row in self.config.eval_prompts]
-        evaluator = PeriodicEval(self.events, prompts, self.config.eval_prompt_set, every=0,
-                                 samples=hp["eval_samples"], temperature=hp["eval_temperature"], top_p=hp["eval_top_p"],
-                                 max_new_tokens=hp["max_completion_length"], answer_rule=SOLVER_PHASE.answer_rule)
-        evaluator.trainer = SimpleNamespace(model=solver, processing_class=self.tokenizer)
-        evaluator.evaluate(SimpleNamespace(global_step=self.state.step, is_world_process_zero=True))
-
     # -- the loop
 
     def resume(self) -> None:
-        if self.state_path.exists():
+        """Continue after the last finished phase in state.json, inside the next one from its last checkpoint."""
+        found = self.state_path.exists()
+        if found:
             self.state = LoopState(**json.loads(self.state_path.read_text()))
-        k, phase = self.state.next_phase()
-        checkpoint = last_phase_checkpoint(self.phase_checkpoints(k, phase))
-        resumed_at = self.state.step + (int(checkpoint.name.split("-")[-1]) if checkpoint else 0)
-        if not self.state_path.exists() and checkpoint is None:
-            self.events.log("warning", "--resume found no finished R-Zero phase and no checkpoint; starting from "
-                                       "iteration 1")
-        logged = [e["step"] for e in read_events(self.events.path) if e["type"] == "metrics"]
-        if logged and max(logged) > resumed_at:
-            self.events.log("warning", f"steps {resumed_at + 1}..{max(logged)} ran after the last checkpoint and run "
-                                       "again; their earlier events are superseded by the ones that follow")
+        checkpoint = last_checkpoint(self.phase_checkpoints(*self.state.next_phase()))
+        self.driver.note_resume(self.state.step + checkpoint_step(checkpoint), None if found or checkpoint else
+                                "--resume found no finished R-Zero phase and no checkpoint; starting from iteration 1")
 
-    def run(self, resume: bool) -> tuple[str, str]:
+    def run(self) -> tuple[str, str]:
         hp = self.hp
-        self.resuming = resume
-        if resume:
+        if self.driver.resuming:
             self.resume()
-        else:
-            self.evaluate(self.load_model(self.state.solver))  # the starting point
+        elif self.evaluator is not None:
+            self.driver.evaluate(self.evaluator, self.load_model(self.state.solver), 0)  # the starting point
         k, phase = self.state.next_phase()
         total = hp["iterations"] * (hp["challenger_steps"] + hp["solver_steps"])
         where = "from the start" if (k, phase) == (1, "challenger") else f"at iteration {k}, {phase} phase"
@@ -371,22 +334,15 @@ class RZeroLoop:
 
     def cancelled_message(self) -> str:
         k, phase = self.state.next_phase()
-        inside = " from its last checkpoint" if phase != "questions" and last_phase_checkpoint(
+        inside = " from its last checkpoint" if phase != "questions" and last_checkpoint(
             self.phase_checkpoints(k, phase)) else ""
         return (f"cancelled by {self.stop.signal_name}; resume continues at iteration {k}, {phase} phase{inside} "
                 f"(the models of the last finished phase are in checkpoints/)")
 
 
-def train_rzero(config, run_dir: Path, events: EventWriter, resume: bool) -> tuple[str, str]:
-    """rl.train's entry point for method r_zero: returns the final status (state, message)."""
-    stop = GracefulStop()
-    stop.install()  # early: a cancel while the models load still ends cleanly
-    hf_logging.disable_progress_bar()
-    torch.manual_seed(config.seed)
-    return RZeroLoop(config, Path(run_dir), events, stop).run(resume)
-
-
 def _release_memory() -> None:
+    import torch
+
     gc.collect()  # trainers hold reference cycles (callbacks ↔ trainer): free their tensors now, not later
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

@@ -1,12 +1,10 @@
-"""The pieces of the R-Zero loop (rl/rzero.py): its prompts, sampling from a model that is not being trained
+"""The pieces of the R-Zero plan (rl/rzero.py): its prompts, sampling from a model that is not being trained
 (the solver answering the challenger's questions), the challenger's batch scorer, and the event writer that
 keeps one step counter across phases."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import torch
 
 from rl.answers import extract_boxed
 from rl.arithmetic import CHALLENGER_PROMPT as SHORT_CHALLENGER_PROMPT
@@ -42,24 +40,26 @@ def solver_rows(tokenizer, kept: list[dict]) -> list[dict]:
 # ---------------------------------------------------------------- sampling
 
 
-@torch.no_grad()
 def sample(model, tokenizer, prompts: list[str], n: int, hp: dict, batch_size: int = 64, stop=None,
            top_k: int = 0) -> list[list[str]]:
     """`n` completions per prompt at the run's temperature and top_p; stops early (fewer rows) on a cancel."""
+    import torch  # here: rl.train imports this module (through rl.rzero) before it has checked the config
+
     was_training = model.training
     model.eval()
     expanded = [p for p in prompts for _ in range(n)]
     texts: list[str] = []
     try:
-        for start in range(0, len(expanded), batch_size):
-            if stop is not None and stop.requested:
-                break
-            batch = tokenizer(expanded[start:start + batch_size], return_tensors="pt", padding=True,
-                              padding_side="left").to(model.device)
-            out = model.generate(**batch, do_sample=True, temperature=hp["temperature"], top_p=hp["top_p"], top_k=top_k,
-                                 max_new_tokens=hp["max_completion_length"], pad_token_id=tokenizer.pad_token_id,
-                                 eos_token_id=tokenizer.eos_token_id)
-            texts += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+        with torch.no_grad():
+            for start in range(0, len(expanded), batch_size):
+                if stop is not None and stop.requested:
+                    break
+                batch = tokenizer(expanded[start:start + batch_size], return_tensors="pt", padding=True,
+                                  padding_side="left").to(model.device)
+                out = model.generate(**batch, do_sample=True, temperature=hp["temperature"], top_p=hp["top_p"],
+                                     top_k=top_k, max_new_tokens=hp["max_completion_length"],
+                                     pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+                texts += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
     finally:
         model.train(was_training)
     return [texts[i * n:(i + 1) * n] for i in range(len(texts) // n)]
@@ -82,7 +82,7 @@ def solver_answers(solver, tokenizer, questions: list[str], hp: dict, stop=None)
 
 class ChallengerScorer:
     """LabelFreeGRPOTrainer's `score_batch` for the challenger: the solver answers every well-formed question of
-    the step m times, then rl.rewards.rzero scores the batch as a whole (the repetition penalty's clusters and
+    the step m times, then rl.methods.r_zero scores the batch as a whole (the repetition penalty's clusters and
     its B span all groups). `probe` (the challenger's own forward passes) is not needed."""
 
     def __init__(self, solver, tokenizer):

@@ -43,7 +43,7 @@ class Stack:
     Each child gets its own process group so that stop() can signal everything it
     started and nothing else. A worker's trainers run in sessions of their own: the worker's
     SIGTERM asks each to checkpoint and queues its run again (workers/supervisor.py), and a
-    trainer whose worker was killed stops itself (rl/train.py)."""
+    trainer whose worker was killed stops itself (rl/driver.py::stop_when_supervisor_is_gone)."""
 
     def __init__(self, log_dir: Path, quiet: bool = False):
         self.log_dir = Path(log_dir)

@@ -10,7 +10,7 @@ runs in a process group of its own (an `accelerate launch` and its rank processe
 cancel past its grace period kills every one of them; it holds the run's lock (RUN_DIR/trainer.lock)
 for as long as it lives, and a supervisor that finds the lock held stops the trainer left behind by
 a lost supervisor before it starts another. A trainer whose supervisor's process is gone stops
-itself (rl/train.py::stop_when_supervisor_is_gone). When the worker shuts down, the trainer is
+itself (rl/driver.py::stop_when_supervisor_is_gone). When the worker shuts down, the trainer is
 asked to checkpoint and the run is queued again to resume on the next worker.
 """
 import fcntl
@@ -110,7 +110,7 @@ def supervise(run_id: int) -> str | None:
         lifecycle.finish(run, Run.FAILED, exc.run_message, None, "", owner=owner)
         return Run.FAILED
     stdout_path, stderr_path = run.run_dir / "stdout.log", run.run_dir / "stderr.log"
-    # the trainer stops itself if this process dies (rl/train.py::stop_when_supervisor_is_gone)
+    # the trainer stops itself if this process dies (rl/driver.py::stop_when_supervisor_is_gone)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "EVOLAB_SUPERVISOR_PID": str(os.getpid()),
            "EVOLAB_SUPERVISOR_HOST": socket.gethostname()}
     with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:

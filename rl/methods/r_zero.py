@@ -286,6 +286,7 @@ METHOD = Method(
     # the solver's system message (R-Zero App. B.2), for its training rollouts and its answers to the challenger
     system_prompt=STEP_BY_STEP_SYSTEM_PROMPT,
     relations=_relations,
+    trains_in_phases=True,
     reads_prompts=False,
     metric_prefix="rzero",
     charts=("rzero/uncertainty_mean", "rzero/repetition_penalty_mean", "rzero/kept_questions"),

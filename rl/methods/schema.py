@@ -36,6 +36,9 @@ class Method:
     # (Group, hyperparameters, PolicyProbe) -> GroupScore: one prompt's n_votes rollouts scored together
     # (rl/groups.py). None for R-Zero, which trains in phases with scorers of its own (rl/rzero.py).
     scorer: Callable | None = None
+    # a run of it is a plan of phases (R-Zero's challenger, questions and solver: rl/rzero.py) that the driver
+    # (rl/driver.py) runs, rather than one GRPO phase scored by `scorer`
+    trains_in_phases: bool = False
     # how a final answer is read from a rollout; the vote, the group event's `answer` and the eval use it
     answer_rule: Callable[[str], str | None] = extract_boxed
     # where the final answer starts in a rollout: the reference-probability probes (DARL, RLPR) score y*

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_every_method_but_r_zero_scores_groups_and_r_zero_trains_in_phases():
     assert {name for name, m in METHODS.items() if m.scorer is None} == {"r_zero"}
+    assert {name for name, m in METHODS.items() if m.trains_in_phases} == {"r_zero"}  # what picks the driver's plan
 
 
 def test_the_answer_rule_is_the_methods_own():

@@ -1,4 +1,4 @@
-"""rl.train gives the policy each prompt as its paper does (DESIGN §6): chat template + the paper's system prompt."""
+"""The trainer gives the policy each prompt as its paper does (DESIGN §6): chat template + the paper's system prompt."""
 
 import json
 
@@ -8,7 +8,8 @@ from transformers import AutoTokenizer
 from rl.methods import METHODS
 from rl.policy import DEFAULT_POLICY_DIR
 from rl.prompts import STEP_BY_STEP_SYSTEM_PROMPT, THINK_ANSWER_SYSTEM_PROMPT, format_prompt
-from rl.train import ConfigError, formatted_prompt, read_prompts
+from rl.params import FieldError
+from rl.run_config import formatted_prompt, read_prompts
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +42,6 @@ def test_the_prompt_file_carries_the_system_message(tmp_path):
     path.write_text(json.dumps({"id": "a", "prompt": "q", "system": "S"}) + "\n" + json.dumps({"id": "b", "prompt": "r"}))
     assert [row["system"] for row in read_prompts(str(path), "prompts")] == ["S", None]
     path.write_text(json.dumps({"id": "a", "prompt": "q", "system": 3}) + "\n")
-    with pytest.raises(ConfigError) as error:
+    with pytest.raises(FieldError) as error:
         read_prompts(str(path), "prompts")
     assert error.value.field == "prompts" and "row 1" in str(error.value) and "'system'" in str(error.value)

@@ -1,14 +1,14 @@
 """A trainer whose supervisor's process is gone stops itself with SIGTERM, as a cancel would, so it
-checkpoints instead of training on unwatched (rl/train.py::stop_when_supervisor_is_gone)."""
+checkpoints instead of training on unwatched (rl/driver.py::stop_when_supervisor_is_gone)."""
 import subprocess
 import sys
 import time
 
-from rl.train import stop_when_supervisor_is_gone
+from rl.driver import stop_when_supervisor_is_gone
 
 TRAINER = """
 import signal, sys, time
-from rl.train import stop_when_supervisor_is_gone
+from rl.driver import stop_when_supervisor_is_gone
 signal.signal(signal.SIGTERM, lambda *a: (print("SIGTERM", flush=True), sys.exit(0)))
 stop_when_supervisor_is_gone(int(sys.argv[1]), every=0.1)
 print("training", flush=True)

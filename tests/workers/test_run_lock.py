@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from rl.train import process_is_alive
+from rl.driver import process_is_alive
 from tests.factories import make_prompt_set
 from webapp.runs.models import Run
 from workers import supervisor

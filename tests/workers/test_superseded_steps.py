@@ -18,7 +18,7 @@ def resumed_run(user):
     run = Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(user), max_steps=4, created_by=user)
     first = [e for e in event_log(steps=3) if e["type"] != "status" or e["state"] == "running"]
     ingest_events(run, first)
-    # a resumed trainer says it is running again first (rl/train.py), then logs steps 2-4
+    # a resumed trainer says it is running again first (rl/driver.py), then logs steps 2-4
     resumed = {"seq": first[-1]["seq"] + 1, "time": 1_700_000_100.0, "type": "status", "state": "running",
                "message": "resumed from checkpoints/checkpoint-1 at step 1"}
     again = [resumed] + event_log(steps=3, start_seq=resumed["seq"] + 1, start_step=2)

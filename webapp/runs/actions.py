@@ -248,7 +248,7 @@ def resume_run(run: Run, user) -> Run:
     # What the ingested log knows, not the run directory: that lives on the workers' disk, which the web
     # process may not see (several hosts). A trainer whose supervisor died may have checkpointed after its
     # last ingested event, so a run with none recorded still resumes: from what the worker finds, or from
-    # step 0 (rl/train.py says so in the log), its replayed steps superseding the earlier ones.
+    # step 0 (rl/driver.py says so in the log), its replayed steps superseding the earlier ones.
     last = RunEvent.objects.filter(run=run, type="checkpoint").order_by("-seq").values_list("step", flat=True).first()
     message = (f"resuming from the checkpoint of step {last} or a later one" if last is not None else
                "no checkpoint is recorded: resuming from the last one on the workers' disk, or from step 0")

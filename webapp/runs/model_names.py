@@ -66,7 +66,7 @@ def resolve(value: str, field: str) -> str | None:
     checkpoint = _RUN_CHECKPOINT.fullmatch(value) if field == "model" else None
     if checkpoint:
         run_dir = settings.RUNS_DIR / checkpoint[1]
-        folder = (run_dir / CHECKPOINTS_DIR / checkpoint[2]) if checkpoint[2] else last_checkpoint(run_dir)
+        folder = (run_dir / CHECKPOINTS_DIR / checkpoint[2]) if checkpoint[2] else last_checkpoint(run_dir / CHECKPOINTS_DIR)
         if folder is not None and (folder / "trainer_state.json").is_file():
             return str(folder)
     elif _ROOT_NAME.fullmatch(value):
