@@ -133,13 +133,37 @@ def slurm_missing() -> str | None:
     return None
 
 
-class SlurmCluster:
+class LocalCluster:
+    """A cluster of daemons, children of this process, with its state and logs in a folder of its own."""
+
+    def __init__(self, name: str):
+        self.root = Path(tempfile.mkdtemp(prefix=f"evolab-{name}-"))
+        self.processes: list[subprocess.Popen] = []
+
+    def _wait(self, ready, timeout, what) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            dead = [p.name for p in self.processes if p.poll() is not None]
+            if dead or time.monotonic() > deadline:
+                logs = "".join(p.read_text(errors="replace")[-2000:] for p in (self.root / "log").glob("*"))
+                raise RuntimeError(f"no {what} ({'exited: ' + ', '.join(dead) if dead else 'timed out'}):\n{logs}")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        """Kills every daemon at once, every process of theirs with them (Ray's job drivers, in sessions of their
+        own, included): the cluster is thrown away, its state in its folder, so nothing is lost (slurmctld takes
+        seconds to save it on SIGTERM; `ray start --block` stops its node gracefully on SIGTERM, but takes 10 s
+        and more per node to)."""
+        kill_tree(self.processes)
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+class SlurmCluster(LocalCluster):
     """munged, slurmctld and slurmd n1 and n2 (one CPU each, NodeAddr 127.0.0.1), jobs' completion logged to a
     file (sacct -c) and remembered for an hour (MinJobAge), requeue allowed."""
 
     def __init__(self):
-        self.root = Path(tempfile.mkdtemp(prefix="evolab-slurm-"))
-        self.processes: list[subprocess.Popen] = []
+        super().__init__("slurm")
         self.conf = self.root / "slurm.conf"
 
     @property
@@ -207,26 +231,12 @@ PartitionName=debug Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP
         process.name = argv[0]
         self.processes.append(process)
 
-    def _wait(self, ready, timeout, what) -> None:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            dead = [p.name for p in self.processes if p.poll() is not None]
-            if dead or time.monotonic() > deadline:
-                logs = "".join(p.read_text(errors="replace")[-1500:] for p in (self.root / "log").glob("*"))
-                raise RuntimeError(f"no {what} ({'exited: ' + ', '.join(dead) if dead else 'timed out'}):\n{logs}")
-            time.sleep(0.1)
-
     def sinfo(self) -> str:
         return self.run("sinfo", "--noheader", "--format=%T %D").stdout.strip()
 
     def run(self, *argv) -> subprocess.CompletedProcess:
         return subprocess.run(list(argv), env={**os.environ, **self.env}, capture_output=True, text=True, timeout=30)
 
-    def stop(self) -> None:
-        """Kills every daemon at once: the cluster is thrown away, its state in this folder, so nothing is lost
-        (slurmctld takes seconds to save it on SIGTERM)."""
-        kill_tree(self.processes)
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def ray_binary() -> str:
@@ -236,7 +246,7 @@ def ray_binary() -> str:
     return str(Path(sys.executable).with_name("ray"))
 
 
-class RayCluster:
+class RayCluster(LocalCluster):
     """A Ray head on 127.0.0.2 and a second node on 127.0.0.3, one CPU each, both `ray start --block` children of
     this process. Kept on loopback: every address and port given, usage stats off and their report URL pointed at
     a closed loopback port, and a HOME holding a ray_bootstrap_config.yaml (Ray then believes it is on a cluster it
@@ -246,9 +256,8 @@ class RayCluster:
     HEAD, SECOND = "127.0.0.2", "127.0.0.3"
 
     def __init__(self):
-        self.root = Path(tempfile.mkdtemp(prefix="evolab-ray-"))
+        super().__init__("ray")
         self.home = self.root / "home"
-        self.processes: list[subprocess.Popen] = []
         self.dashboard_port = free_port(self.HEAD)
         self.gcs_port = free_port(self.HEAD)
 
@@ -300,15 +309,6 @@ class RayCluster:
         process.name = name
         self.processes.append(process)
 
-    def _wait(self, ready, timeout, what) -> None:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            dead = [p.name for p in self.processes if p.poll() is not None]
-            if dead or time.monotonic() > deadline:
-                logs = "".join(p.read_text(errors="replace")[-2000:] for p in (self.root / "log").glob("*"))
-                raise RuntimeError(f"no {what} ({'exited: ' + ', '.join(dead) if dead else 'timed out'}):\n{logs}")
-            time.sleep(0.2)
-
     def get(self, path: str):
         import json
         import urllib.request
@@ -333,13 +333,6 @@ class RayCluster:
     def job(self, submission_id: str) -> dict:
         return self.get(f"/api/jobs/{submission_id}")
 
-    def stop(self) -> None:
-        """Kills both nodes at once, every process of theirs with them (the jobs' drivers, which Ray starts in
-        sessions of their own, and their watchers included): the cluster is thrown away, its state in this folder,
-        so nothing is lost. `ray start --block` stops its node gracefully on SIGTERM, but takes 10 s and more per
-        node to."""
-        kill_tree(self.processes)
-        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def main(argv=None) -> int:
