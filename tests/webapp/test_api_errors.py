@@ -30,7 +30,7 @@ def test_a_failure_inside_an_api_view_is_a_json_500(api_client, run, monkeypatch
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr("webapp.runs.api_views.search", broken)
+    monkeypatch.setattr("webapp.explorer.api_views.search", broken)
     api_client.raise_request_exception = False
     response = api_client.get(f"/api/runs/{run.pk}/rollouts/search")
     assert response.status_code == 500 and response["Content-Type"] == "application/json"
