@@ -159,6 +159,16 @@ def test_a_bad_parameter_is_a_400_naming_it(api_client, run, params, field):
     assert repr(value) in response.json()["error"] or field == "limit" or len(value) > 1000
 
 
+@pytest.mark.parametrize("low, high", [("step_min", "step_max"), ("reward_min", "reward_max")])
+def test_a_range_whose_minimum_is_above_its_maximum_is_a_400_naming_the_maximum_not_no_match(api_client, run, low,
+                                                                                             high):
+    response = api_client.get(f"/api/runs/{run.pk}/rollouts/search", {low: "2", high: "1"})
+    assert response.status_code == 400 and response.json()["field"] == high
+    assert response.json()["error"] == f"{high} 1 is below {low} 2: no rollout can match"
+    equal = api_client.get(f"/api/runs/{run.pk}/rollouts/search", {low: "1", high: "1"})  # one value: a real range
+    assert equal.status_code == 200
+
+
 def test_a_text_search_reads_a_bounded_number_of_unindexed_texts_and_says_how_many_it_did_not(api_client, run,
                                                                                             settings, strategy):
     from webapp.explorer import text_search

@@ -34,6 +34,13 @@ def test_a_bad_filter_is_a_400_naming_it_with_the_form_kept(signed_in, searched_
     assert 'data-field="reward_min"' in html and "&#x27;lots&#x27;" in html and 'value="carry"' in html
 
 
+def test_an_impossible_step_range_is_an_error_on_the_max_field_not_no_match(signed_in, searched_run):
+    page = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/", {"step_min": "3", "step_max": "1"})
+    html = page.content.decode()
+    assert page.status_code == 400 and 'data-field="step_max"' in html and 'id="no-results"' not in html
+    assert "step_max 1 is below step_min 3: no rollout can match" in html
+
+
 def test_no_match_says_so(signed_in, searched_run):
     page = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/", {"q": "zebra"})
     assert page.status_code == 200 and 'id="no-results"' in page.content.decode()

@@ -19,7 +19,7 @@ from django.db import connection
 from django.db.models import BooleanField, ExpressionWrapper, F, FloatField, Q, Value
 from django.db.models.expressions import RawSQL
 
-from rl.params import FieldError
+from rl.params import FieldError, plain_number
 from webapp.prompts.models import Prompt
 from webapp.numbers import MAX_DIGITS, whole_number
 
@@ -203,6 +203,11 @@ def _filters(params) -> dict:
     for name, lookup in (("reward_min", "reward__gte"), ("reward_max", "reward__lte")):
         if params.get(name) not in (None, ""):
             out[lookup] = _number(params, name)
+    for field in ("step", "reward"):  # an empty range is a mistake in the filter, not a search that found nothing
+        low, high = out.get(f"{field}__gte"), out.get(f"{field}__lte")
+        if low is not None and high is not None and low > high:
+            raise FieldError(f"{field}_max", f"{field}_max {plain_number(high)} is below {field}_min "
+                                             f"{plain_number(low)}: no rollout can match")
     if params.get("prompt") not in (None, ""):
         out["group__prompt_id"] = params["prompt"]
     if params.get("answer") not in (None, ""):
