@@ -5,21 +5,18 @@
   "use strict";
 
   // Each group's G×G similarity matrix as a heatmap: a bright block is rollouts that say the
-  // same thing, the visual signature of collapse. The colour scale spans the off-diagonal
-  // values actually there, so near-duplicates (0.95 against 0.99) differ. Drawn when its
-  // group is first opened.
+  // same thing, the visual signature of collapse. One fixed 0–1 scale and the run page's colour
+  // map, so a colour means the same similarity on every page and in every group (the map's stops
+  // crowd near 1, where near-duplicates, 0.95 against 0.99, still differ). Drawn when its group is
+  // first opened.
   function drawHeatmap(div) {
     if (div.dataset.drawn) return;
     div.dataset.drawn = "1";
     const z = JSON.parse(document.getElementById(div.id + "-data").textContent);
-    const off = [];
-    z.forEach(function (row, i) { row.forEach(function (v, j) { if (i !== j && v !== null) off.push(v); }); });
-    let zmin = off.length ? Math.min.apply(null, off) : 0;
-    const zmax = off.length ? Math.max.apply(null, off) : 1;
-    if (zmax - zmin < 0.01) zmin = zmax - 0.01;
-    Plotly.newPlot(div, [{ z: z, type: "heatmap", zmin: zmin, zmax: zmax, colorscale: "Viridis",
+    const C = window.EvolabCharts;
+    Plotly.newPlot(div, [{ z: z, type: "heatmap", zmin: 0, zmax: 1, colorscale: C.SIMILARITY_COLORSCALE,
                           hovertemplate: "rollouts %{y} and %{x}: %{z:.3f}<extra></extra>" }], {
-      title: { text: window.EvolabCharts.plotlyText(div.dataset.title) }, height: 360, width: 420, margin: { t: 40, r: 10, b: 40, l: 40 },
+      title: { text: C.plotlyText(div.dataset.title) }, height: 360, width: 420, margin: { t: 40, r: 10, b: 40, l: 40 },
       yaxis: { autorange: "reversed" },
     }, { displayModeBar: false });
     div.on("plotly_click", function (event) {

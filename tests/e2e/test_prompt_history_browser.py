@@ -30,10 +30,11 @@ def test_a_user_follows_a_prompt_over_the_run_and_exports_the_metrics(live_stack
     page.on("pageerror", lambda exc: errors.append(str(exc)))
 
     page.goto(f"{live_stack.url}/runs/{run.pk}/rollouts/?step=2")
-    # the heatmap's colours span the values there, so 0.95 and 0.99 differ
+    # one fixed 0-1 scale and the run page's colour map on every page, whatever the values there
     page.wait_for_function("() => document.getElementById('heatmap-1')._fullData")
-    assert page.evaluate("() => [document.getElementById('heatmap-1')._fullData[0].zmin, "
-                         "document.getElementById('heatmap-1')._fullData[0].zmax]") == [0.95, 0.99]
+    heat = page.evaluate("() => { const d = document.getElementById('heatmap-1')._fullData[0];"
+                         " return [d.zmin, d.zmax, JSON.stringify(d.colorscale)]; }")
+    assert heat == [0, 1, page.evaluate("() => JSON.stringify(window.EvolabCharts.SIMILARITY_COLORSCALE)")]
     # sorting a group by reward puts the rewarded rollouts (odd indexes) first
     group = page.locator('details.group[data-prompt-id="p1"]')
     group.locator('th[data-sort="reward"]').click()
