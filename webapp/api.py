@@ -4,6 +4,7 @@ from functools import wraps
 
 from django.core.exceptions import PermissionDenied
 from django.http import JsonResponse
+from django.shortcuts import render
 
 from rl.params import FieldError
 
@@ -94,4 +95,7 @@ def bad_request(request, exception=None):
 
     if request.path.startswith("/api/"):
         return error("the request is malformed", 400)
-    return defaults.bad_request(request, exception)
+    try:  # the site's page with its navigation (Django's own renders the template without the request's context)
+        return render(request, "400.html", status=400)
+    except Exception:  # noqa: BLE001 - a request too broken for the page's context still gets a plain 400
+        return defaults.bad_request(request, exception)

@@ -1,12 +1,16 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from webapp.accounts.sign_in import SignInView
 from webapp.runs.views import healthz
 
 urlpatterns = [
     path("healthz", healthz),
+    # browsers ask for /favicon.ico whatever the page's <link rel="icon"> says
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("accounts/login/", SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
