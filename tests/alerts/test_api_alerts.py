@@ -42,7 +42,7 @@ def test_it_lists_alerts_filtered_by_state_run_and_team(world, django_user_model
 
 def test_it_explains_a_bad_filter(world, django_user_model):
     vic = api(django_user_model, "vic")
-    assert vic.get("/api/alerts?state=closed").json()["field"] == "state"
+    assert vic.get("/api/alerts?state=shut").json()["field"] == "state"
     assert vic.get("/api/alerts?run=abc").status_code == 400
 
 

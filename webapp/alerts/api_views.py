@@ -39,7 +39,8 @@ def alerts(request):
         states = [s for s in state.split(",") if s]
         unknown = [s for s in states if s not in dict(Alert.STATES)]
         if unknown:
-            return error(f"state must be open, acknowledged or resolved (comma-separated), not {unknown[0]!r}", field="state")
+            return error(f"state must be {', '.join(dict(Alert.STATES))} (comma-separated), not {unknown[0]!r}",
+                         field="state")
         found = found.filter(state__in=states)
     if team is not None:
         found = found.filter(team_id=team)
@@ -62,8 +63,8 @@ def _with_alert(view):
 @api_view(["POST"])
 @_with_alert
 def acknowledge(request, alert):
-    if alert.state == Alert.RESOLVED:
-        return error("this alert is already resolved", 409, field="state")
+    if alert.state not in Alert.ACTIVE:
+        return error(f"this alert is already {alert.state}", 409, field="state")
     return JsonResponse(engine.acknowledge(alert, request.user).to_json())
 
 

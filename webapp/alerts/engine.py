@@ -211,8 +211,9 @@ def _save_update(alert: Alert, run, count: int) -> None:
 
 
 def run_failed(run) -> Alert | None:
+    """The run failed: its `run_failed` alert opens, and its other alerts close with it (end_of_run)."""
     finding = evaluate_run_failed(run.message or "the run failed", run.last_step, thresholds_for(run))
-    _resolve_active(run, "stalled", run.last_step)
+    end_of_run(run)
     return apply_finding(run, "run_failed", finding, run.last_step) if finding else None
 
 
@@ -226,8 +227,17 @@ def judge_silence(run, silent_seconds: float) -> bool:
 
 
 def end_of_run(run) -> None:
-    """A run that ended is no longer stalled."""
-    _resolve_active(run, "stalled", run.last_step)
+    """A run that ended closes its active alerts with it: they stay in its history, leave the team's active list,
+    and tell nobody (the condition did not clear; the run stopped). Its `run_failed` alert is the news of how it
+    ended, and stays open."""
+    with transaction.atomic():
+        for alert in Alert.objects.select_for_update().filter(run=run, state__in=Alert.ACTIVE).exclude(
+                rule="run_failed"):
+            alert.state = Alert.CLOSED
+            alert.resolved_at = timezone.now()
+            alert.save(update_fields=["state", "resolved_at", "updated_at"])
+            alert.run = run
+            _announce(alert)
 
 
 # --- persistence ---------------------------------------------------------------------------

@@ -24,8 +24,9 @@ class Alert(models.Model):
     acknowledged) alert per (run, rule): a condition that persists updates it, one that
     clears resolves it, and a later recurrence opens a new one."""
 
-    OPEN, ACKNOWLEDGED, RESOLVED = "open", "acknowledged", "resolved"
-    STATES = [(s, s) for s in (OPEN, ACKNOWLEDGED, RESOLVED)]
+    # closed: its run ended while it was active (kept in the run's history, off the team's active list)
+    OPEN, ACKNOWLEDGED, RESOLVED, CLOSED = "open", "acknowledged", "resolved", "closed"
+    STATES = [(s, s) for s in (OPEN, ACKNOWLEDGED, RESOLVED, CLOSED)]
     ACTIVE = (OPEN, ACKNOWLEDGED)
     SEVERITIES = [(s, s) for s in ("info", "warning", "critical")]
     SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}  # worst first when sorted descending
