@@ -293,7 +293,12 @@
     showEngine(r.engine);
     if (r.started_at && startedAt === null) startedAt = Date.parse(r.started_at);
     finishedAt = r.finished_at ? Date.parse(r.finished_at) : null;
-    if (r.last_step !== null) { lastStep = r.last_step; setText("run-step", String(r.last_step)); }
+    // the highest step logged, as the metrics handler keeps it: a status read before the latest step was
+    // stored may arrive after that step's metrics
+    if (r.last_step !== null && (lastStep === null || r.last_step > lastStep)) {
+      lastStep = r.last_step;
+      setText("run-step", String(r.last_step));
+    }
     setState(r.state, r.message);
   }
 
