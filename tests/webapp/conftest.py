@@ -4,6 +4,13 @@ from tests.factories import make_prompt_set, searchable_events
 
 
 @pytest.fixture
+def signed_in(client, user):
+    """The test client signed in as `user` (ada)."""
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
 def searched_run(user):
     """An EVOL-RL run holding searchable_events' 24 rollouts (the rollout search and export tests)."""
     from webapp.runs.models import Run

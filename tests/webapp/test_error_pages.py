@@ -5,12 +5,6 @@ from django.conf import settings
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def test_a_missing_page_is_the_sites_page_with_its_navigation_and_the_path_escaped(signed_in):
     response = signed_in.get("/runs/999999/<b>x</b>/nowhere/")
     html = response.content.decode()

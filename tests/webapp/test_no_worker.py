@@ -10,12 +10,6 @@ from webapp.runs.health import queues_with_consumers, worker_command
 from webapp.runs.models import Run
 
 
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def queued_run(user, queue, state=Run.QUEUED):
     return Run.objects.create(name="waiting", method="ttrl", prompt_set=make_prompt_set(user), max_steps=2,
                               created_by=user, queue=queue, state=state)

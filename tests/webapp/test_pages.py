@@ -11,12 +11,6 @@ from webapp.runs.ingestion import ingest_events
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def test_pages_send_anonymous_visitors_to_sign_in(client):
     response = client.get("/")
     assert response.status_code == 302 and "/accounts/login/" in response["Location"]

@@ -6,12 +6,6 @@ import pytest
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def signed_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def test_it_lists_the_matching_rollouts_and_links_the_next_page_and_the_export(signed_in, searched_run):
     run = searched_run
     page = signed_in.get(f"/runs/{run.pk}/rollouts/search/", {"q": "multiply", "limit": "4", "order": "-step"})

@@ -233,11 +233,7 @@ def end_of_run(run) -> None:
     with transaction.atomic():
         for alert in Alert.objects.select_for_update().filter(run=run, state__in=Alert.ACTIVE).exclude(
                 rule="run_failed"):
-            alert.state = Alert.CLOSED
-            alert.resolved_at = timezone.now()
-            alert.save(update_fields=["state", "resolved_at", "updated_at"])
-            alert.run = run
-            _announce(alert)
+            _end(alert, run, Alert.CLOSED, None)
 
 
 # --- persistence ---------------------------------------------------------------------------
@@ -278,15 +274,20 @@ def _resolve_active(run, kind: str, step: int | None) -> Alert | None:
         alert = Alert.objects.select_for_update().filter(run=run, rule=kind, state__in=Alert.ACTIVE).first()
         if alert is None:
             return None
-        alert.state = Alert.RESOLVED
-        alert.resolved_at = timezone.now()
-        if step is not None:
-            alert.last_step = step
-        alert.save(update_fields=["state", "resolved_at", "last_step", "updated_at"])
-        alert.run = run
-        _announce(alert)
+        _end(alert, run, Alert.RESOLVED, step)
         _notify(alert, "resolved")
     return alert
+
+
+def _end(alert: Alert, run, state: str, step: int | None) -> None:
+    """The active alert leaves the active list (resolved or closed), at `step` when given, and its pages are told."""
+    alert.state = state
+    alert.resolved_at = timezone.now()
+    if step is not None:
+        alert.last_step = step
+    alert.save(update_fields=["state", "resolved_at", "last_step", "updated_at"])
+    alert.run = run
+    _announce(alert)
 
 
 def acknowledge(alert: Alert, user) -> Alert:
