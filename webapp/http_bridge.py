@@ -46,6 +46,10 @@ class _Responder(WSGIResponder):
         flow = _SocketFlow.of(send, on_gone=self.gone.set)
         try:
             await super().__call__(scope, receive, flow.send if flow else send)
+        except ClientGone:
+            # A closed tab or a cancelled download: the response has stopped and there is no one to tell.
+            # Left to propagate, daphne logged it as the application's error, with a traceback.
+            pass
         finally:
             self.gone.set()  # done or cancelled: nothing will read the queue again
             if flow:

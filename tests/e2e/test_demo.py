@@ -27,7 +27,7 @@ def start_demo(data_dir, port):
         if not line and process.poll() is not None:
             break
         lines.append(line)
-        if "Press Ctrl-C to stop" in line:
+        if line.startswith("Sign in as"):
             return process, lines
     process.kill()
     raise AssertionError("the demo did not start:\n" + "".join(lines))
@@ -39,12 +39,37 @@ def stop_demo(process):
     return out
 
 
+FAILED_RUN = """
+from django.contrib.auth import get_user_model
+from webapp.accounts.models import Team
+from webapp.alerts import engine
+from webapp.runs.models import Run
+run = Run.objects.create(name="demo-failure", method="ttrl", team=Team.objects.get(name="demo"),
+                         created_by=get_user_model().objects.get(username="demo"), max_steps=10, state=Run.FAILED,
+                         message="CUDA out of memory")
+engine.run_failed(run)
+"""
+
+
+def fail_a_run(data_dir, redis_url):
+    """A failed run in the demo's database: its run_failed alert is emailed by the demo's alerts worker."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE")}
+    env.update(EVOLAB_DATA_DIR=str(data_dir), EVOLAB_DEV="1", REDIS_URL=redis_url)
+    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", FAILED_RUN], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_the_demo_starts_everything_serves_the_dashboard_and_stops_on_ctrl_c(tmp_path):
     port = free_port()
     process, lines = start_demo(tmp_path, port)
     try:
         output = "".join(lines)
-        assert f"http://127.0.0.1:{port}/" in output and "'demo'" in output
+        # The last lines are the URL and the account; no process's banner or log line is in the terminal.
+        assert [line.strip() for line in lines[-2:]] == [f"Evolab is running at http://127.0.0.1:{port}/",
+                                                          "Sign in as 'demo' with password 'evolab-demo'."]
+        assert "celery@" not in output and "[tasks]" not in output and "HTTP/1.1" not in output
+        redis_url = next(line.split(" at ")[1].strip() for line in lines if "Started redis" in line)
         base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
         health = {}
@@ -67,10 +92,22 @@ def test_the_demo_starts_everything_serves_the_dashboard_and_stops_on_ctrl_c(tmp
         assert "Arithmetic word problems (sample)" in sets and "MATH-500 (first 40)" in sets
         teams = session.get(base + "/teams/").text
         assert ">demo</a>" in teams and "admin" in teams
+
+        # The requests are logged in var/logs, not in the terminal.
+        assert "GET /healthz" in (tmp_path / "logs" / "daphne.log").read_text()
+
+        # An alert email reaches the demo account's address and is printed in the terminal.
+        fail_a_run(tmp_path, redis_url)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any((tmp_path / "outbox").iterdir()):
+            time.sleep(0.5)
     finally:
         rest = stop_demo(process)
     assert process.returncode == 0, rest
     assert "Stopped." in rest
+    assert "--- alert email to demo@example.com ---" in rest
+    assert "run_failed opened on run" in rest and "CUDA out of memory" in rest
+    assert "Traceback" not in rest
 
     # A second start reuses the database, account and sample sets.
     process, lines = start_demo(tmp_path, port)

@@ -30,12 +30,18 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def server():
+def server_log(tmp_path_factory):
+    return tmp_path_factory.mktemp("daphne") / "daphne.log"
+
+
+@pytest.fixture(scope="module")
+def server(server_log):
     port = free_port()
     env = {**os.environ, "EVOLAB_HTTP_STALL_SECONDS": str(STALL_SECONDS)}
+    log = open(server_log, "wb")
     process = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                                 "tests.webapp.slow_client_app:application"], cwd=ROOT, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
     while True:
         try:
@@ -47,6 +53,7 @@ def server():
     yield port
     process.terminate()
     process.wait(timeout=20)
+    log.close()
 
 
 def server_state(port) -> dict:
@@ -124,6 +131,21 @@ def test_a_client_that_goes_away_mid_download_stops_the_response_at_once(server)
         time.sleep(0.1)
     produced = server_state(server)["produced"] - state["produced"]
     assert produced < 24 * 2**20, f"{produced / 2**20:.0f} MiB produced for a client that left"
+
+
+def test_a_client_that_goes_away_leaves_no_traceback_in_the_log(server, server_log):
+    # a closed browser tab is the most ordinary way to end a request, not an error of the application
+    state = server_state(server)
+    download, _ = open_download(server)
+    time.sleep(0.5)
+    download.close()
+    deadline = time.monotonic() + 5
+    while server_state(server)["closed"] == state["closed"]:
+        assert time.monotonic() < deadline, "the response went on after its client left"
+        time.sleep(0.1)
+    time.sleep(0.5)  # daphne writes its log after the application returns
+    log = server_log.read_text()
+    assert "Traceback" not in log and "Exception inside application" not in log, log[-2000:]
 
 
 def test_stalled_downloads_leave_the_other_requests_their_threads(server):

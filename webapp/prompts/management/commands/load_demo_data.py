@@ -22,13 +22,17 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--username", default="demo")
         parser.add_argument("--password", default="evolab-demo")
+        # the alert emails need an address (example.com is reserved: nothing is ever delivered there)
+        parser.add_argument("--email", default="demo@example.com")
 
-    def handle(self, username, password, **options):
+    def handle(self, username, password, email, **options):
         User = get_user_model()
         user = User.objects.filter(username=username).first()
         if user is None:
-            user = User.objects.create_user(username=username, password=password)
+            user = User.objects.create_user(username=username, password=password, email=email)
             self.stdout.write(f"created user {username!r}")
+        if not user.email:  # an account made before the demo had an address
+            User.objects.filter(pk=user.pk).update(email=email)
         elif user.is_superuser or user.is_staff:
             # Its password is in the README: it is the demo team's admin and nothing more (a database made
             # before this made it a superuser, with the admin site and every team's data).
