@@ -3,8 +3,11 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
+
+from rl.params import FieldError
 
 
 def _digest(key: str) -> str:
@@ -37,8 +40,6 @@ class ApiToken(models.Model):
     def user_for_key(cls, key: str):
         """The token's user, if active, else None. One fixed statement: every API request asks, and
         the ORM compiling its query took longer than running it."""
-        from django.contrib.auth import get_user_model
-
         user_model = get_user_model()
         users = user_model.objects.raw(
             f"SELECT u.* FROM {user_model._meta.db_table} u JOIN {cls._meta.db_table} t "
@@ -183,3 +184,17 @@ class Invitation(models.Model):
             invitation.accepted_by, invitation.accepted_at = user, timezone.now()
             invitation.save(update_fields=["accepted_by", "accepted_at"])
         return invitation, True
+
+    @classmethod
+    def accept_as_new_account(cls, key: str, username: str, email: str, password: str) -> tuple["Invitation", object]:
+        """(the invitation, the new user): someone without an account, who opened the link signed out, creates
+        one and joins with it in one transaction, so a link spent meanwhile (InvitationError) leaves no account
+        behind. The caller has validated the fields (SignUpForm); a username taken since is a FieldError."""
+        with transaction.atomic():
+            try:
+                with transaction.atomic():
+                    user = get_user_model().objects.create_user(username=username, email=email, password=password)
+            except IntegrityError:
+                raise FieldError("username", "A user with that username already exists.") from None
+            invitation, _ = cls.accept(key, user)
+        return invitation, user
