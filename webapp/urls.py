@@ -15,6 +15,7 @@ urlpatterns = [
     path("accounts/login/", SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/set-password/<uidb64>/<token>/", SetPasswordView.as_view(), name="set_password"),
+    path("account/", include("webapp.accounts.account_urls")),
     path("admin/", admin.site.urls),
     path("api/", include("webapp.api_urls")),
     path("mlflow/", include("webapp.external.urls")),

@@ -20,7 +20,7 @@ class SetPasswordView(PasswordResetConfirmView):
     expired or mistyped link is a 404, as a bad invitation link is."""
     template_name = "registration/set_password.html"
     post_reset_login = True
-    success_url = reverse_lazy("runs:list")
+    success_url = reverse_lazy("account:page")
 
     def render_to_response(self, context, **kwargs):
         if not context.get("validlink"):
