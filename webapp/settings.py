@@ -141,6 +141,8 @@ LOGIN_LOCKOUT_SECONDS = int(os.environ.get("EVOLAB_LOGIN_LOCKOUT_SECONDS", 15 * 
 # the connection's own address and ignores the header, which any client can write
 TRUSTED_PROXIES = int(os.environ.get("EVOLAB_TRUSTED_PROXIES", 0))
 LOGIN_REDIRECT_URL = "runs:list"
+# A set-password link (`manage.py add_member ... --create`, webapp/accounts/set_password.py) works once, this long
+PASSWORD_RESET_TIMEOUT = round(float(os.environ.get("EVOLAB_SET_PASSWORD_DAYS", 3)) * 86400)
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en-us"

@@ -4,6 +4,7 @@ from django.templatetags.static import static
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from webapp.accounts.set_password import SetPasswordView
 from webapp.accounts.sign_in import SignInView
 from webapp.runs.views import healthz
 
@@ -13,6 +14,8 @@ urlpatterns = [
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("accounts/login/", SignInView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/set-password/<uidb64>/<token>/", SetPasswordView.as_view(), name="set_password"),
+    path("account/", include("webapp.accounts.account_urls")),
     path("admin/", admin.site.urls),
     path("api/", include("webapp.api_urls")),
     path("mlflow/", include("webapp.external.urls")),

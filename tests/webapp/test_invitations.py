@@ -89,10 +89,17 @@ def test_a_member_who_opens_a_link_keeps_their_role_and_leaves_it_unspent(team, 
     assert Invitation.objects.get().accepted_at is None
 
 
-def test_a_signed_out_visitor_signs_in_first_and_comes_back_to_the_link(team, django_user_model):
+def test_a_signed_out_visitor_with_an_account_signs_in_and_comes_back_to_the_link(team, django_user_model):
     link = invite(signed_in(django_user_model, "ada"), team)
-    response = Client().get(path_of(link))
-    assert response.status_code == 302 and response["Location"].startswith("/accounts/login/?next=/teams/join/")
+    user = django_user_model.objects.get(username="newcomer")
+    user.set_password("newcomer's password")
+    user.save()
+    visitor = Client()
+    assert f'href="/accounts/login/?next={path_of(link)}"' in visitor.get(path_of(link)).content.decode()
+    response = visitor.post("/accounts/login/", {"username": "newcomer", "password": "newcomer's password",
+                                                 "next": path_of(link)})
+    assert response.status_code == 302 and response["Location"] == path_of(link)
+    assert "Signed in as <strong>newcomer</strong>" in visitor.get(path_of(link)).content.decode()
 
 
 def test_only_admins_make_or_revoke_invitations(team, django_user_model):

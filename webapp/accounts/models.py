@@ -3,8 +3,11 @@ import secrets
 from datetime import timedelta
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, models, transaction
 from django.utils import timezone
+
+from rl.params import FieldError
 
 
 def _digest(key: str) -> str:
@@ -15,16 +18,35 @@ class ApiToken(models.Model):
     """A token for scripts and CI. Only its SHA-256 is stored, so a database leak does
     not leak usable tokens; the key itself is shown once, when it is created."""
 
+    NAME_MAX = 100
+    # last_used_at is written at most this often per token: a write on every API request would cost more than
+    # the request's own reads, and "last used" is for spotting a token nothing uses any more
+    USE_RESOLUTION = timedelta(minutes=10)
+
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=NAME_MAX, blank=True, default="", help_text="what uses it, for its owner")
     digest = models.CharField(max_length=64, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
 
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
     @classmethod
-    def issue(cls, user) -> str:
+    def issue(cls, user, name: str = "") -> str:
         key = secrets.token_hex(20)
-        cls.objects.create(user=user, digest=_digest(key))
+        cls.objects.create(user=user, name=name, digest=_digest(key))
         return key
+
+    @classmethod
+    def issue_named(cls, user, name: str) -> str:
+        """A token made on the account page, where its owner names it to know it again in the list."""
+        name = (name or "").strip()
+        if not name:
+            raise FieldError("name", "give the token a name (what will use it, e.g. 'CI nightly')")
+        if len(name) > cls.NAME_MAX:
+            raise FieldError("name", f"a token's name has at most {cls.NAME_MAX} characters")
+        return cls.issue(user, name)
 
     @staticmethod
     def key_from_header(header: str) -> str | None:
@@ -37,13 +59,17 @@ class ApiToken(models.Model):
     def user_for_key(cls, key: str):
         """The token's user, if active, else None. One fixed statement: every API request asks, and
         the ORM compiling its query took longer than running it."""
-        from django.contrib.auth import get_user_model
-
         user_model = get_user_model()
+        now = timezone.now()
         users = user_model.objects.raw(
-            f"SELECT u.* FROM {user_model._meta.db_table} u JOIN {cls._meta.db_table} t "
-            f"ON t.user_id = u.{user_model._meta.pk.column} WHERE t.digest = %s AND u.is_active", [_digest(key)])
-        return next(iter(users), None)
+            "SELECT u.*, t.id AS token_id, (t.last_used_at IS NULL OR t.last_used_at < %s) AS token_note_use "
+            f"FROM {user_model._meta.db_table} u JOIN {cls._meta.db_table} t "
+            f"ON t.user_id = u.{user_model._meta.pk.column} WHERE t.digest = %s AND u.is_active",
+            [now - cls.USE_RESOLUTION, _digest(key)])
+        user = next(iter(users), None)
+        if user is not None and user.token_note_use:
+            cls.objects.filter(pk=user.token_id).update(last_used_at=now)
+        return user
 
 
 class TeamQuerySet(models.QuerySet):
@@ -183,3 +209,51 @@ class Invitation(models.Model):
             invitation.accepted_by, invitation.accepted_at = user, timezone.now()
             invitation.save(update_fields=["accepted_by", "accepted_at"])
         return invitation, True
+
+    @classmethod
+    def accept_as_new_account(cls, key: str, username: str, email: str, password: str) -> tuple["Invitation", object]:
+        """(the invitation, the new user): someone without an account, who opened the link signed out, creates
+        one and joins with it in one transaction, so a link spent meanwhile (InvitationError) leaves no account
+        behind. The caller has validated the fields (SignUpForm); a username taken since is a FieldError."""
+        with transaction.atomic():
+            try:
+                with transaction.atomic():
+                    user = get_user_model().objects.create_user(username=username, email=email, password=password)
+            except IntegrityError:
+                raise FieldError("username", "A user with that username already exists.") from None
+            invitation, _ = cls.accept(key, user)
+        return invitation, user
+
+
+class AlertEmails(models.Model):
+    """Which alert emails a user gets (their account page), one choice for all their teams: the alerts app's
+    delivery (webapp/alerts/delivery.py::recipients) reads it. A user without a row gets every alert email, as
+    everyone did before the choice existed."""
+
+    ALL, WARNING, CRITICAL, NONE = "all", "warning", "critical", "none"
+    CHOICES = [(ALL, "every alert (info, warning and critical)"), (WARNING, "warning and critical alerts"),
+               (CRITICAL, "critical alerts only"), (NONE, "no alert emails")]
+    # The alerts' severities, least first: webapp/alerts/models.py::Alert.SEVERITIES, which this app may not import
+    # (the alerts app imports accounts); tests/alerts/test_alert_email_choices.py checks that they agree.
+    SEVERITIES = ("info", "warning", "critical")
+    _LEAST = {ALL: 0, WARNING: 1, CRITICAL: 2, NONE: len(SEVERITIES)}  # the least severity each choice is sent
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True,
+                                related_name="alert_emails")
+    wanted = models.CharField(max_length=10, choices=CHOICES, default=ALL)
+
+    @classmethod
+    def of(cls, user) -> str:
+        return cls.objects.filter(user=user).values_list("wanted", flat=True).first() or cls.ALL
+
+    @classmethod
+    def choose(cls, user, wanted: str) -> None:
+        if wanted not in cls._LEAST:
+            raise FieldError("alert_emails", f"choose one of: {', '.join(c for c, _ in cls.CHOICES)}")
+        cls.objects.update_or_create(user=user, defaults={"wanted": wanted})
+
+    @classmethod
+    def declining(cls, severity: str) -> list[str]:
+        """The choices of the users who get no email about an alert of `severity`."""
+        rank = cls.SEVERITIES.index(severity)
+        return [choice for choice, least in cls._LEAST.items() if least > rank]

@@ -3,6 +3,7 @@ Anything of a team the user is not in is a 404. The team's alerts, webhooks and 
 app's pages (webapp/alerts/views.py)."""
 from django.conf import settings
 from django.contrib import messages
+from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.shortcuts import redirect, render
@@ -10,7 +11,10 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from rl.params import FieldError
+
 from .access import require_role, role_in, team_or_404, teams_of
+from .forms import SignUpForm
 from .models import Invitation, InvitationError, Membership
 from .teams import switch_team
 
@@ -97,10 +101,12 @@ def _team_action(request, team) -> str:
     raise ValueError(f"unknown action {action!r}")
 
 
-@login_required
 def join(request, key):
     """An invitation link: the signed-in user sees the team and role, and joins by confirming (a POST, so a link
-    that is only opened, by a mail scanner say, spends nothing)."""
+    that is only opened, by a mail scanner say, spends nothing). Signed out, it is where the invited person
+    creates their account (or signs in, and comes back here)."""
+    if not request.user.is_authenticated:
+        return _join_with_a_new_account(request, key)
     try:
         if request.method == "POST":
             invitation, joined = Invitation.accept(key, request.user)
@@ -113,6 +119,29 @@ def join(request, key):
         return render(request, "teams/join.html", {"error": str(exc)}, status=404)
     return render(request, "teams/join.html", {
         "invitation": invitation, "member": role_in(request.user, invitation.team) is not None})
+
+
+def _join_with_a_new_account(request, key):
+    """The signed-out side of an invitation link: a sign-up form whose valid POST creates the account, signs it in
+    and joins the team at once. A bad link answers the same 404 as signed in, and shows no form."""
+    try:
+        invitation = Invitation.usable(key)
+        form = SignUpForm(request.POST if request.method == "POST" else None)
+        if form.is_valid():
+            try:
+                invitation, user = Invitation.accept_as_new_account(
+                    key, form.cleaned_data["username"], form.cleaned_data["email"], form.cleaned_data["password1"])
+            except FieldError as exc:
+                form.add_error(exc.field, exc.message)
+            else:
+                login(request, user)
+                switch_team(request, invitation.team)
+                messages.success(request, f"welcome, {user.username}: you joined {invitation.team.name} as {invitation.role}")
+                return redirect("teams:detail", pk=invitation.team.pk)
+    except InvitationError as exc:
+        return render(request, "teams/join.html", {"error": str(exc)}, status=404)
+    return render(request, "teams/join.html", {"invitation": invitation, "form": form},
+                  status=400 if form.errors else 200)
 
 
 def forbidden(request, exception=None):

@@ -11,7 +11,7 @@ from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
-from webapp.accounts.models import Membership
+from webapp.accounts.models import AlertEmails, Membership
 
 from . import outbound
 from .engine import notification_text, run_url
@@ -104,13 +104,15 @@ def _attempt(delivery: WebhookDelivery) -> float | None:
 
 
 def recipients(alert: Alert) -> list[str]:
+    """The emails of the team's members who want this alert's severity (their account page's choice)."""
     emails = (Membership.objects.filter(team_id=alert.team_id).exclude(user__email="")
+              .exclude(user__alert_emails__wanted__in=AlertEmails.declining(alert.severity))
               .values_list("user__email", flat=True))
     return sorted(set(emails))
 
 
 def send_email(alert_id: int, event: str) -> int:
-    """Email the team's members about an alert; returns how many messages went out."""
+    """Email the team's members who want it about an alert; returns how many messages went out."""
     alert = Alert.objects.select_related("run", "team").filter(pk=alert_id).first()
     if alert is None:
         return 0
