@@ -49,3 +49,8 @@ def test_a_member_who_opted_out_gets_no_email(run):
 
 def test_the_choices_know_every_severity_of_an_alert():
     assert list(AlertEmails.SEVERITIES) == [severity for severity, _ in Alert.SEVERITIES]
+
+
+def test_a_deactivated_account_gets_no_email(run, django_user_model):
+    django_user_model.objects.filter(username="bo").update(is_active=False)
+    assert "bo@example.org" not in recipients(alert(run, "critical"))

@@ -104,8 +104,9 @@ def _attempt(delivery: WebhookDelivery) -> float | None:
 
 
 def recipients(alert: Alert) -> list[str]:
-    """The emails of the team's members who want this alert's severity (their account page's choice)."""
-    emails = (Membership.objects.filter(team_id=alert.team_id).exclude(user__email="")
+    """The emails of the team's members who want this alert's severity (their account page's choice); a deactivated
+    account gets none (it may not sign in to see the alert)."""
+    emails = (Membership.objects.filter(team_id=alert.team_id, user__is_active=True).exclude(user__email="")
               .exclude(user__alert_emails__wanted__in=AlertEmails.declining(alert.severity))
               .values_list("user__email", flat=True))
     return sorted(set(emails))
