@@ -52,7 +52,8 @@ def _attachment(body, content_type: str, filename: str) -> StreamingHttpResponse
 def run_rollout_search(request, run_id):
     """Every rollout of the run matching the filters, a keyset page at a time (webapp/explorer/search.py)."""
     page = search(run_id, request.GET)
-    body = {"run": run_id, "results": page.results, "next_cursor": page.next_cursor}
+    body = {"run": run_id, "results": page.results, "next_cursor": page.next_cursor, "count": page.count,
+            "count_exact": page.count_exact}
     if page.text_not_searched is not None:
         body["text_index"] = page.text_index_json()
     return JsonResponse(body)
