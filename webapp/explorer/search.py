@@ -114,10 +114,10 @@ def search(run_id: int, params, count: bool = True) -> Page:
             # the count's own condition: matching() picks how to read the index by how many rows are wanted,
             # and walking rollouts one by one until COUNT_MAX + 1 match could pass most of a large run
             counted, _ = text_search.matching(run_id, q, COUNT_MAX + 1)
-            matched = rows.filter(counted)[:COUNT_MAX + 1].count()
+            matched = rows.filter(counted).order_by()[:COUNT_MAX + 1].count()
         rows = rows.filter(condition)
     elif count:
-        matched = rows[:COUNT_MAX + 1].count()
+        matched = rows.order_by()[:COUNT_MAX + 1].count()  # any COUNT_MAX + 1 rows: no order to sort by
     if field in INDEXED_ORDERS:
         key = F(field)
     else:
