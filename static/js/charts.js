@@ -2,8 +2,9 @@
 //
 // A Board holds one Plotly chart per metric, in collapsible sections per metric group,
 // each chart with one series per key (the run page has one key, the compare page one per
-// run). The controls (smoothing, log scale, step or wall-clock x-axis) apply to every
-// chart of the board. Series only grow: a point whose step the series already has is
+// run). The controls (smoothing, log scale, step or wall-clock x-axis, hidden series) apply to
+// every chart of the board and are kept in the page's address, so a link shows the same view.
+// Series only grow: a point whose step the series already has is
 // skipped, so live messages that race a page load or a catch-up read never draw twice.
 //
 // Metric names and run names come from trainer logs and users: they reach the DOM only
@@ -76,15 +77,47 @@
   // ------------------------------------------------------------------ controls
 
   const STORE = "evolab.chart-controls";
+  // The settings are kept in the page's address as well (?smoothing=0.5&log=1&x=time&hide=12&hide=14, beside
+  // the page's own parameters), so a link shows the same view; an address without them gets the settings
+  // this browser used last (localStorage). `hide`: the series (compare page: run ids) hidden from every chart.
+  const URL_KEYS = ["smoothing", "log", "x", "hide"];
+  const DEFAULTS = { smoothing: 0, logY: false, xMode: "step", hidden: [] };
+
+  function validSmoothing(v) { return typeof v === "number" && isFinite(v) && v >= 0 && v <= 0.99 ? v : 0; }
+
+  function settingsFromURL() {
+    const q = new URLSearchParams(location.search);
+    if (!URL_KEYS.some(function (k) { return q.has(k); })) return null;
+    return {
+      smoothing: validSmoothing(Number(q.get("smoothing") || 0)),
+      logY: q.get("log") === "1",
+      xMode: q.get("x") === "time" ? "time" : "step",
+      hidden: q.getAll("hide").filter(function (k) { return k !== ""; }),
+    };
+  }
+
+  function settingsToURL(state) {
+    const url = new URL(location.href);
+    URL_KEYS.forEach(function (k) { url.searchParams.delete(k); });
+    if (state.smoothing !== DEFAULTS.smoothing) url.searchParams.set("smoothing", String(state.smoothing));
+    if (state.logY) url.searchParams.set("log", "1");
+    if (state.xMode !== DEFAULTS.xMode) url.searchParams.set("x", state.xMode);
+    state.hidden.forEach(function (k) { url.searchParams.append("hide", k); });
+    const query = url.searchParams.toString();
+    // replaceState: a settings change is not a page of its own for the back button
+    history.replaceState(history.state, "", url.pathname + (query ? "?" + query : "") + url.hash);
+  }
 
   function Controls(root, onChange) {
     let saved = {};
     try { saved = JSON.parse(localStorage.getItem(STORE) || "{}") || {}; } catch (e) { saved = {}; }
-    this.state = {
-      smoothing: typeof saved.smoothing === "number" && saved.smoothing >= 0 && saved.smoothing <= 0.99 ? saved.smoothing : 0,
+    this.state = settingsFromURL() || {
+      smoothing: validSmoothing(saved.smoothing),
       logY: saved.logY === true,
       xMode: saved.xMode === "time" ? "time" : "step",
+      hidden: [],
     };
+    settingsToURL(this.state);  // the address says the view from the start, settings from localStorage included
     const self = this;
     root.classList.add("chart-controls");
     root.textContent = "";
@@ -125,10 +158,29 @@
     [smoothLabel, logLabel, xLabel, hint].forEach(function (n) { root.appendChild(n); });
 
     function changed() {
-      try { localStorage.setItem(STORE, JSON.stringify(self.state)); } catch (e) { /* private mode */ }
+      try {
+        localStorage.setItem(STORE, JSON.stringify({ smoothing: self.state.smoothing, logY: self.state.logY,
+          xMode: self.state.xMode }));
+      } catch (e) { /* private mode */ }
+      settingsToURL(self.state);
       onChange(self.state);
     }
+    this.changed = changed;
   }
+
+  // A legend click hides or shows a series on every chart of the board; a double click shows it alone
+  // (or, when it is already alone, every series again).
+  Controls.prototype.toggleSeries = function (key) {
+    const i = this.state.hidden.indexOf(key);
+    if (i >= 0) this.state.hidden.splice(i, 1); else this.state.hidden.push(key);
+    this.changed();
+  };
+  Controls.prototype.isolateSeries = function (key, keys) {
+    const others = keys.filter(function (k) { return k !== key; });
+    const alone = this.state.hidden.indexOf(key) < 0 && others.every(function (k) { return this.state.hidden.indexOf(k) >= 0; }, this);
+    this.state.hidden = alone ? [] : others;
+    this.changed();
+  };
 
   function el(tag, cls) {
     const node = document.createElement(tag);
@@ -350,16 +402,19 @@
         x = d.steps;
       }
       const label = plotlyText(info.name);
+      // a hidden series keeps its legend entry (greyed), which shows it again when clicked
+      const visible = state.hidden.indexOf(key) >= 0 ? "legendonly" : true;
       const hover = "%{fullData.name}<br>step %{customdata}: %{y:.4g}<extra></extra>";
       if (state.smoothing > 0) {
         traces.push({ x: x, y: d.values, customdata: d.steps, type: "scatter", mode: "lines", name: label,
-          legendgroup: key, showlegend: false, opacity: 0.25, line: { color: info.color, width: 1 }, hovertemplate: hover });
+          legendgroup: key, showlegend: false, opacity: 0.25, visible: visible, line: { color: info.color, width: 1 }, hovertemplate: hover });
         traces.push({ x: x, y: ema(d.values, state.smoothing), customdata: d.steps, type: "scatter", mode: "lines",
-          name: label, legendgroup: key, showlegend: !!self.options.legend, line: { color: info.color, width: 2 },
+          name: label, legendgroup: key, visible: visible, showlegend: !!self.options.legend, line: { color: info.color, width: 2 },
           hovertemplate: "%{fullData.name}<br>step %{customdata}: %{y:.4g} (smoothed)<extra></extra>" });
       } else {
         traces.push({ x: x, y: d.values, customdata: d.steps, type: "scatter",
           mode: d.steps.length <= 60 ? "lines+markers" : "lines", marker: { size: 4 }, name: label, legendgroup: key,
+          visible: visible,
           showlegend: !!self.options.legend, line: { color: info.color, width: 1.5 }, hovertemplate: hover });
       }
     });
@@ -397,6 +452,18 @@
     const config = { responsive: true, displaylogo: false, doubleClick: "reset",
       modeBarButtons: [["zoom2d", "pan2d", "resetScale2d", "toImage"]] };
     Plotly.react(div, traces, layout, config);
+    if (!div.dataset.legendWatched && this.options.legend) {
+      // Plotly's own legend toggle would hide the series on this chart alone, until its next draw
+      div.on("plotly_legendclick", function (e) {
+        self.controls.toggleSeries(e.data[e.curveNumber].legendgroup);
+        return false;
+      });
+      div.on("plotly_legenddoubleclick", function (e) {
+        self.controls.isolateSeries(e.data[e.curveNumber].legendgroup, Object.keys(self.series));
+        return false;
+      });
+      div.dataset.legendWatched = "1";
+    }
     if (!div.dataset.zoomWatched && this.options.onZoom) {
       // a drag-zoom on the x axis (not a reset or a pan of the y axis) asks for full detail
       div.on("plotly_relayout", function (e) {
@@ -408,6 +475,7 @@
     div.dataset.series = String(seriesCount);
     div.dataset.xMode = state.xMode;
     div.dataset.logY = String(state.logY);
+    div.dataset.hidden = state.hidden.join(",");
   };
 
   // ------------------------------------------------------------------ helpers

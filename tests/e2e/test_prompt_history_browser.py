@@ -69,4 +69,10 @@ def test_a_user_follows_a_prompt_over_the_run_and_exports_the_metrics(live_stack
     assert rows[0] == ["name", "step", "value", "time"]
     entropy = [r for r in rows[1:] if r[0] == "entropy"]
     assert [(r[1], float(r[2])) for r in entropy] == [("1", 1.0), ("2", 0.5), ("3", 1 / 3)]
+    assert download.value.suggested_filename.startswith(f"run-{run.pk}-") and rows[1][3].endswith("Z")  # ISO, UTC
+    with page.expect_download() as download:  # the wide layout: a row per step
+        page.click("#export-metrics-wide-csv")
+    assert download.value.suggested_filename.endswith("-metrics-wide.csv")
+    wide = list(csv.DictReader(io.StringIO(open(download.value.path()).read())))
+    assert [(r["step"], float(r["entropy"])) for r in wide] == [("1", 1.0), ("2", 0.5), ("3", 1 / 3)]
     assert errors == []

@@ -112,8 +112,14 @@ def test_a_user_explores_every_rollout_of_a_run(live_stack, live_user, session_k
 
     # A search that matches text with markup shows it as text.
     page.goto(f"{live_stack.url}/runs/{run.pk}/rollouts/search/?q=onerror")
-    page.locator("#search-results td.text summary").first.click()
-    assert HOSTILE in page.locator("#search-results td.text pre").first.inner_text()
+    assert HOSTILE in page.locator("#search-results td.text .rollout-text").first.inner_text()
+    assert page.inner_text("#match-count").startswith("3 rollouts match")
+    # The text has the table's widest column, wrapped inside it: nothing runs past its box sideways.
+    widths = page.evaluate("""() => { const cell = document.querySelector('#search-results td.text'),
+        box = cell.querySelector('.rollout-text'), others = [...cell.parentElement.children].filter(c => c !== cell);
+        return [cell.getBoundingClientRect().width, Math.max(...others.map(c => c.getBoundingClientRect().width)),
+                box.scrollWidth - box.clientWidth]; }""")
+    assert widths[0] >= 300 and widths[0] > widths[1] and widths[2] == 0
     assert page.locator("#search-results tr.result").count() == 3 and page.evaluate("() => window.pwned") is None
     # A bad filter says which.
     page.goto(f"{live_stack.url}/runs/{run.pk}/rollouts/search/?reward_min=lots")

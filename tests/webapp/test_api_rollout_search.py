@@ -195,3 +195,23 @@ def test_how_many_were_not_searched_is_counted_up_to_a_cap(api_client, run, sett
     settings.TEXT_SEARCH_UNINDEXED_MAX = 4
     monkeypatch.setattr(text_search, "UNREAD_COUNT_CAP", 5)
     assert search(api_client, run, q="boxed")["text_index"] == {"not_searched": 5, "exact": False}
+
+
+def test_the_answer_says_how_many_rollouts_match_on_every_page(api_client, run):
+    assert search(api_client, run)["count"] == 24 and search(api_client, run)["count_exact"] is True
+    first = search(api_client, run, in_majority="true", limit=5)
+    assert (first["count"], first["count_exact"]) == (12, True) and len(first["results"]) == 5
+    later = search(api_client, run, in_majority="true", limit=5, cursor=first["next_cursor"])
+    assert later["count"] == 12  # all the search's matches, not those after the cursor
+    assert search(api_client, run, q="multiply")["count"] == 6
+    assert search(api_client, run, answer="none such")["count"] == 0
+
+
+def test_a_count_past_the_cap_stops_there_and_says_more_than(api_client, run, monkeypatch):
+    from webapp.explorer import search as search_module
+
+    monkeypatch.setattr(search_module, "COUNT_MAX", 10)  # counted with LIMIT 11: cheap however many match
+    body = search(api_client, run)
+    assert (body["count"], body["count_exact"]) == (10, False)
+    assert (search(api_client, run, step_min=3)["count"], search(api_client, run, step_min=3)["count_exact"]) == (8, True)
+    assert search(api_client, run, q="boxed")["count_exact"] is False

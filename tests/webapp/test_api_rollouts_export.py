@@ -33,7 +33,7 @@ def searched(client, run, **params):
 
 def test_jsonl_holds_what_the_search_finds_in_its_order(api_client, run):
     response, body = export(api_client, run, format="jsonl", valid="true", order="-reward")
-    assert response["Content-Disposition"] == f'attachment; filename="run-{run.pk}-rollouts.jsonl"'
+    assert response["Content-Disposition"] == f'attachment; filename="run-{run.pk}-r-rollouts-valid-by-reward-desc.jsonl"'
     rows = [json.loads(line) for line in body.decode().splitlines()]
     assert [(r["step"], r["prompt_id"], r["index"]) for r in rows] == searched(api_client, run, valid="true", order="-reward")
     assert list(rows[0]) == exports.ROLLOUT_COLUMNS and all(r["valid"] for r in rows)
@@ -47,6 +47,64 @@ def test_csv_has_a_header_and_one_exact_row_per_rollout(api_client, run):
     assert rows[0]["text"] == first["text"] and json.loads(rows[0]["extra"]) == first["extra"]
     assert rows[0]["reward"] == ("" if first["reward"] is None else repr(first["reward"]))
     assert rows[0]["valid"] in ("true", "false")
+
+
+def test_the_three_formats_hold_the_same_rows(api_client, run):
+    from webapp.prompts.models import Prompt
+
+    Prompt.objects.filter(prompt_set=run.prompt_set, external_id="p1").update(label="1")  # some answers right
+    params = {"order": "-novelty", "step_min": 2}
+    lines = [json.loads(line) for line in export(api_client, run, format="jsonl", **params)[1].decode().splitlines()]
+    table = pq.read_table(io.BytesIO(export(api_client, run, format="parquet", **params)[1]))
+    assert table.column_names == exports.ROLLOUT_COLUMNS
+    assert table.to_pylist() == [{**row, "extra": json.dumps(row["extra"])} for row in lines]
+    cells = list(csv.reader(io.StringIO(export(api_client, run, format="csv", **params)[1].decode(), newline="")))
+    assert cells[0] == exports.ROLLOUT_COLUMNS
+
+    def as_csv(value):
+        return "" if value is None else str(value).lower() if isinstance(value, bool) else repr(value) \
+            if isinstance(value, float) else str(value)
+
+    assert cells[1:] == [[json.dumps(row["extra"]) if key == "extra" else as_csv(row[key]) for key in exports.ROLLOUT_COLUMNS]
+                         for row in lines]
+    assert len(lines) == 16 and {r["correct"] for r in lines} == {True, False}
+
+
+def test_each_rollout_carries_its_prompt_text_held_out_label_and_whether_its_answer_is_right(api_client, run):
+    from webapp.prompts.models import Prompt
+
+    Prompt.objects.filter(prompt_set=run.prompt_set, external_id="p1").update(label="1")
+    rows = [json.loads(line) for line in export(api_client, run, format="jsonl")[1].decode().splitlines()]
+    p1 = [r for r in rows if r["prompt_id"] == "p1"]
+    assert {r["prompt"] for r in p1} == {"What is 2 + 3?"} and {r["label"] for r in p1} == {"1"}
+    assert [r["correct"] for r in p1] == [r["answer"] == "1" for r in p1] and any(r["correct"] for r in p1)
+    assert {(r["prompt"], r["label"]) for r in rows if r["prompt_id"] == "p2"} == {("What is 7 - 4?", "3")}
+    assert list(rows[0])[-4:] == ["prompt", "label", "correct", "text"]  # the rollout's own text stays last
+
+
+def test_a_prompt_set_without_labels_exports_no_label_or_correctness(api_client, run):
+    type(run.prompt_set).objects.filter(pk=run.prompt_set.pk).update(has_labels=False)
+    rows = [json.loads(line) for line in export(api_client, run, format="jsonl")[1].decode().splitlines()]
+    assert {(r["label"], r["correct"]) for r in rows} == {(None, None)} and rows[0]["prompt"] == "What is 2 + 3?"
+
+
+def test_the_file_is_named_after_the_run_and_the_filters(api_client, run):
+    run.name = "My run: Äb/../x <y>"
+    run.save(update_fields=["name"])
+
+    def name(**params):
+        return export(api_client, run, **params)[0]["Content-Disposition"].removeprefix('attachment; filename="')[:-1]
+
+    stem = f"run-{run.pk}-my-run-ab-x-y-rollouts"
+    assert name(format="csv") == f"{stem}.csv"
+    assert name(format="csv", step_min=2, step_max=2, reward_min="0.5", reward_max="1") == f"{stem}-step-2-reward-0.5-1.csv"
+    assert name(format="parquet", step_min=2, q="Carry ONE", in_majority="false", trained="true") == \
+        f"{stem}-text-carry-one-steps-from-2-minority-trained.parquet"
+    assert name(format="jsonl", prompt="p1", answer="=1/2", reward_max="-0.25", order="length") == \
+        f"{stem}-prompt-p1-answer-1-2-reward-to--0.25-by-length.jsonl"
+    long = name(format="csv", prompt_text="apples " * 80, answer="x" * 300)
+    assert len(long) <= 160 and long.endswith(".csv") and long.startswith(stem)
+    assert set(long) <= set("abcdefghijklmnopqrstuvwxyz0123456789.-")
 
 
 def test_parquet_reads_back_as_the_search_results(api_client, run, monkeypatch):
@@ -106,10 +164,11 @@ def test_pieces_closed_early_close_what_they_read():
 def test_csv_text_a_spreadsheet_would_run_as_a_formula_is_neutralised_and_numbers_are_not():
     row = {"step": 3, "prompt_id": "@SUM(A1:A9)", "index": 0, "answer": "-3", "valid": True, "in_majority": False,
            "reward": -0.5, "advantage": -1.25, "length": 4, "used_for_training": True, "entropy": None, "extra": {},
-           "text": '=HYPERLINK("http://evil.example","click")'}
+           "prompt": "=1+1?", "label": "-2", "correct": False, "text": '=HYPERLINK("http://evil.example","click")'}
     others = [{**row, "text": text} for text in ("+1+1", "\t=1", "\r=1", "a = b", "", "a bare\rreturn")]
     cells = list(csv.DictReader(io.StringIO("".join(exports.rollouts_csv([[row, *others]])), newline="")))
     assert cells[0]["prompt_id"] == "'@SUM(A1:A9)" and cells[0]["answer"] == "'-3"
+    assert (cells[0]["prompt"], cells[0]["label"], cells[0]["correct"]) == ("'=1+1?", "'-2", "false")
     assert cells[0]["text"] == "'=HYPERLINK(\"http://evil.example\",\"click\")"
     assert (cells[0]["reward"], cells[0]["advantage"], cells[0]["step"]) == ("-0.5", "-1.25", "3")  # numbers stay
     assert [c["text"] for c in cells[1:]] == ["'+1+1", "'\t=1", "'\r=1", "a = b", "", "a bare\rreturn"]  # in its row

@@ -49,3 +49,22 @@ def test_a_text_search_says_when_the_index_is_too_far_behind_to_read_every_text(
     text_search.catch_up_fully(searched_run.pk)
     html = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/", {"q": "multiply"}).content.decode()
     assert 'id="text-index-behind"' not in html
+
+
+def test_it_says_how_many_rollouts_match_or_more_than_the_cap(signed_in, searched_run, monkeypatch):
+    from webapp.explorer import search
+
+    html = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/", {"q": "multiply", "limit": "4"}).content.decode()
+    assert re.search(r'<p id="match-count"[^>]*>\s*6 rollouts match', html)
+    html = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/", {"q": "multiply", "step_min": "3"}).content.decode()
+    assert re.search(r'<p id="match-count"[^>]*>\s*2 rollouts match', html)
+    monkeypatch.setattr(search, "COUNT_MAX", 10)
+    html = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/").content.decode()
+    assert re.search(r'<p id="match-count"[^>]*>\s*More than 10 rollouts match', html)
+
+
+def test_the_text_has_a_column_of_its_own_shown_whole_and_wrapped(signed_in, searched_run):
+    html = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/", {"prompt": "p1", "step_max": "1"}).content.decode()
+    assert '<table class="table rollouts search-results"' in html and '<th class="text">Text</th>' in html
+    cell = re.search(r'<td class="text">(.*?)</td>', html, re.S).group(1)
+    assert "<details" not in cell and '<div class="rollout-text">step 1: carry the one' in cell  # not folded to 80 chars

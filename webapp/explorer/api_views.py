@@ -6,7 +6,7 @@ from django.http import JsonResponse, StreamingHttpResponse
 
 from webapp.api import api_view, error
 from webapp.runs.api_views import with_run, with_run_id
-from webapp.runs.models import Group
+from webapp.runs.models import Group, Run
 from webapp.runs.queries import group_steps, groups_at
 
 from . import exports
@@ -17,13 +17,19 @@ from .search import search
 @api_view(["GET"])
 @with_run_id
 def run_metrics_export(request, run_id):
-    """The run's metrics as a CSV or Parquet file (webapp/explorer/exports.py), streamed."""
+    """The run's metrics as a CSV or Parquet file, long (a row per point) or wide (a row per step, a column per
+    metric: `layout=wide`), streamed (webapp/explorer/exports.py)."""
     kind = request.GET.get("format", "csv")
     if kind not in exports.FORMATS:
         return error(f"format must be one of {', '.join(exports.FORMATS)}, not {kind!r}", field="format")
-    names = exports.metric_names(run_id, [n for n in request.GET.get("names", "").split(",") if n] or None)
-    body = exports.metrics_csv(run_id, names) if kind == "csv" else exports.metrics_parquet(run_id, names)
-    return _attachment(body, exports.FORMATS[kind], f"run-{run_id}-metrics.{kind}")
+    layout = request.GET.get("layout", "long")
+    if layout not in exports.LAYOUTS:
+        return error(f"layout must be one of {', '.join(exports.LAYOUTS)}, not {layout!r}", field="layout")
+    asked = [n for n in request.GET.get("names", "").split(",") if n] or None
+    names = exports.metric_names(run_id, asked)
+    body = exports.METRIC_WRITERS[layout, kind](run_id, names)
+    run = Run.objects.only("name").get(pk=run_id)
+    return _attachment(body, exports.FORMATS[kind], exports.metrics_filename(run, asked and names, layout, kind))
 
 
 @api_view(["GET"])
@@ -34,10 +40,13 @@ def run_rollouts_export(request, run_id):
     kind = request.GET.get("format", "jsonl")
     if kind not in exports.ROLLOUT_FORMATS:
         return error(f"format must be one of {', '.join(exports.ROLLOUT_FORMATS)}, not {kind!r}", field="format")
-    pages = exports.rollout_pages(run_id, {k: v for k, v in request.GET.items() if k not in ("format", "limit", "cursor")})
+    run = Run.objects.select_related("prompt_set").get(pk=run_id)
+    params = {k: v for k, v in request.GET.items() if k not in ("format", "limit", "cursor")}
+    pages = exports.rollout_pages(run, params)
     first = next(pages, [])
     write = {"jsonl": exports.rollouts_jsonl, "csv": exports.rollouts_csv, "parquet": exports.rollouts_parquet}[kind]
-    return _attachment(write(chain([first], pages)), exports.ROLLOUT_FORMATS[kind], f"run-{run_id}-rollouts.{kind}")
+    return _attachment(write(chain([first], pages)), exports.ROLLOUT_FORMATS[kind],
+                       exports.rollouts_filename(run, params, kind))
 
 
 def _attachment(body, content_type: str, filename: str) -> StreamingHttpResponse:
@@ -52,7 +61,8 @@ def _attachment(body, content_type: str, filename: str) -> StreamingHttpResponse
 def run_rollout_search(request, run_id):
     """Every rollout of the run matching the filters, a keyset page at a time (webapp/explorer/search.py)."""
     page = search(run_id, request.GET)
-    body = {"run": run_id, "results": page.results, "next_cursor": page.next_cursor}
+    body = {"run": run_id, "results": page.results, "next_cursor": page.next_cursor, "count": page.count,
+            "count_exact": page.count_exact}
     if page.text_not_searched is not None:
         body["text_index"] = page.text_index_json()
     return JsonResponse(body)

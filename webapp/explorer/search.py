@@ -33,6 +33,9 @@ NULLABLE = set(search_indexes.NULLABLE_ORDERS)
 MAX_LIMIT, DEFAULT_LIMIT = 1000, 50
 MAX_QUERY_CHARS = 1000
 MAX_PROMPTS_MATCHED = 10_000
+# A search's matches are counted up to this many (a COUNT over a LIMIT of COUNT_MAX + 1 rows): the count
+# stops there, so it costs at most that many rows whatever the run's size, and the answer says "more than".
+COUNT_MAX = 1000
 # A step range this share of the run's steps or less is read through the step index whatever the order
 # (a page of 50 by another order walks about 50 / share rows of that order's index; below about 1%
 # sorting the range's rollouts costs less).
@@ -63,6 +66,17 @@ class Page:
     next_cursor: str | None
     # a text search only: rollouts whose text the search could not read (text_search.matching), None otherwise
     text_not_searched: int | None = None
+    # how many rollouts match in all (not only after the cursor), counted up to COUNT_MAX + 1; None: not counted
+    matched: int | None = None
+
+    @property
+    def count(self) -> int | None:
+        return None if self.matched is None else min(self.matched, COUNT_MAX)
+
+    @property
+    def count_exact(self) -> bool:
+        """False: more than `count` rollouts match."""
+        return self.matched is not None and self.matched <= COUNT_MAX
 
     def text_index_json(self) -> dict | None:
         """What the API says of a text search's reach: {"not_searched": N, "exact": bool}, None without `q`."""
@@ -72,8 +86,9 @@ class Page:
         return {"not_searched": min(self.text_not_searched, text_search.UNREAD_COUNT_CAP), "exact": not capped}
 
 
-def search(run_id: int, params) -> Page:
-    """One page of the run's rollouts matching `params` (a QueryDict or dict of strings)."""
+def search(run_id: int, params, count: bool = True) -> Page:
+    """One page of the run's rollouts matching `params` (a QueryDict or dict of strings) and, with `count`,
+    how many match (up to COUNT_MAX + 1)."""
     order = params.get("order") or "step"
     descending, field = order.startswith("-"), order.lstrip("-")
     if field not in INDEXED_ORDERS and not (field and set(field) <= EXTRA_KEY_CHARS):
@@ -91,10 +106,18 @@ def search(run_id: int, params) -> Page:
         rows = rows.filter(group__prompt_id__in=_prompts_saying(run_id, prompt_text))
     q = (params.get("q") or "").strip()
     not_searched = None
+    matched = None
     if q:
         _words("q", q)
         condition, not_searched = text_search.matching(run_id, q, limit + 1)
+        if count:
+            # the count's own condition: matching() picks how to read the index by how many rows are wanted,
+            # and walking rollouts one by one until COUNT_MAX + 1 match could pass most of a large run
+            counted, _ = text_search.matching(run_id, q, COUNT_MAX + 1)
+            matched = rows.filter(counted).order_by()[:COUNT_MAX + 1].count()
         rows = rows.filter(condition)
+    elif count:
+        matched = rows.order_by()[:COUNT_MAX + 1].count()  # any COUNT_MAX + 1 rows: no order to sort by
     if field in INDEXED_ORDERS:
         key = F(field)
     else:
@@ -126,7 +149,7 @@ def search(run_id: int, params) -> Page:
         last = found[-1]
         next_cursor = _encode(getattr(last, field) if field in INDEXED_ORDERS else last.sort_key, last.pk)
     return Page(results=[{"step": r.step, "prompt_id": r.prompt_id, **r.to_json()} for r in found],
-                next_cursor=next_cursor, text_not_searched=not_searched)
+                next_cursor=next_cursor, text_not_searched=not_searched, matched=matched)
 
 
 def _order_by_extra(run: Run, name: str, rows, filters: dict):

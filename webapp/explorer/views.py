@@ -57,7 +57,7 @@ def rollout_search_page(request, pk):
     next_url = urlencode({**params, "cursor": found.next_cursor}) if found.next_cursor else None
     return render(request, "explorer/rollout_search.html", {
         **context, "results": found.results, "extra_keys": extra_keys, "next_url": next_url,
-        "text_index": found.text_index_json(),
+        "text_index": found.text_index_json(), "count": found.count, "count_exact": found.count_exact,
         "first_url": urlencode({k: v for k, v in params.items() if k != "cursor"}) if "cursor" in params else None})
 
 
