@@ -22,11 +22,13 @@ RULE_KINDS = (
     "length_collapse",
     "invalid_answers",
     "zero_variance_groups",
+    "degeneration",
     "stalled",
     "run_failed",
 )
 SEVERITIES = ("info", "warning", "critical")
-STEP_RULE_KINDS = RULE_KINDS[:7]  # judged from the metric history; stalled and run_failed are not
+NOT_STEP_RULES = ("stalled", "run_failed")  # judged from the clock and the run's end, not its metric history
+STEP_RULE_KINDS = tuple(kind for kind in RULE_KINDS if kind not in NOT_STEP_RULES)
 
 FIELD_PREFIX = "alert_rules"
 
@@ -86,14 +88,18 @@ RULES: dict[str, RuleSpec] = {
                 "first symptom of majority-only training: TTRL's entropy drops sharply in the first steps and "
                 "stays near zero for the rest of the run, while EVOL-RL's dips too but recovers after its "
                 "\"evolving point\" (so an alert opened in that dip resolves). Defaults: the median entropy of the "
-                "last 3 steps below 20% of its start (the median of the first 3 logged steps) opens a warning; "
-                "below 5% it becomes critical. Needs at least 2 × window logged steps."
+                "last 3 steps below half its start (the median of the first 3 logged steps) opens a warning; "
+                "below 5% it becomes critical. Half, because real collapses are gradual and noisy: the TTRL runs "
+                "of docs/experiments.md lose two thirds of their entropy, and their smoothed entropy stays between "
+                "23% and 47% of the start once collapsed (a fifth would never see them). Needs at least 2 × "
+                "window logged steps."
             ),
             metrics=("entropy",),
             params=_common("warning") + (
                 _window(),
-                # EVOL-RL Fig. 3: TTRL's entropy ends near zero; a fall to a fifth of the start is far past noise
-                _ratio("fraction", 0.2, "Open when smoothed entropy < fraction × its start value."),
+                # EVOL-RL Fig. 3: TTRL's entropy falls and stays down; docs/experiments.md's real TTRL runs fall by
+                # two thirds, to 23-47% of the start (smoothed), while healthy runs stay above 80%
+                _ratio("fraction", 0.5, "Open when smoothed entropy < fraction × its start value."),
                 # EVOL-RL Fig. 1/3: "collapses entropy": at 5% of the start, sampling is nearly deterministic
                 _ratio("critical_fraction", 0.05, "Escalate to critical below this fraction of the start (0 never)."),
             ),
@@ -225,6 +231,33 @@ RULES: dict[str, RuleSpec] = {
                 _window(),
                 # R-Zero's 3..7-of-10 filter drops unanimous groups; at 80% unanimous, 4 in 5 prompts are wasted
                 _ratio("max_ratio", 0.8, "Open when smoothed zero_variance_groups ≥ this."),
+            ),
+        ),
+        RuleSpec(
+            kind="degeneration",
+            title="Text degeneration",
+            description=(
+                "The policy's text came apart: entropy rose well above its start while nearly every answer is "
+                "invalid, often with responses running on to max_completion_length. The opposite of a collapse "
+                "(entropy falling, answers converging): sampling got noisier, not narrower, and the vote has "
+                "nothing to count, so the label-free reward teaches noise (EVOL-RL §2 scores an invalid response "
+                "−1; R-Zero's repetition penalty exists because degenerate text is a known failure of self-"
+                "training). Rising entropy alone is not enough: after EVOL-RL's \"evolving point\" (Figure 3) "
+                "entropy and length rise together while the answers stay valid. Defaults: the median entropy of "
+                "the last 3 steps at least 1.5 × its start and the median invalid_ratio at 0.9 or more. The "
+                "message says the values seen, including the mean length against max_completion_length and the "
+                "share truncated when they are known. Needs 2 × window logged entropy steps and window "
+                "invalid_ratio steps."
+            ),
+            metrics=("entropy", "invalid_ratio", "response_length/mean", "truncated_ratio"),
+            params=_common("critical") + (
+                _window(),
+                # EVOL-RL Fig. 3: its healthy recovery lifts entropy gradually; half again above the start with
+                # the answers gone is not that
+                Param("entropy_rise", "float", 1.5, "Open when smoothed entropy ≥ this × its start value ...",
+                      1.0, 100.0),
+                # EVOL-RL §2 validity check: at 90% invalid the vote is cast by a tenth of the samples or fewer
+                _ratio("min_invalid", 0.9, "... and smoothed invalid_ratio ≥ this."),
             ),
         ),
         RuleSpec(
