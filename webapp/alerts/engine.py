@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from rl.params import FieldError
 from webapp.live import push_on_commit
 from webapp import bulk
 from webapp.metrics import series
@@ -300,6 +301,30 @@ def acknowledge(alert: Alert, user) -> Alert:
         if updated:
             _announce(alert)
     return alert
+
+
+def acknowledge_several(team, ids: list[int], user) -> list[Alert]:
+    """Acknowledge the team's alerts `ids` together, all or none: FieldError on `ids` (404) for an id that is not
+    an alert of this team (another team's reads like a missing one), (409) for one already resolved or closed,
+    so a page whose list went stale while the user ticked boxes learns which. An acknowledged one keeps who
+    acknowledged it. Returns the alerts in the order of `ids`."""
+    with transaction.atomic():
+        found = {a.pk: a for a in Alert.objects.select_for_update().filter(team=team, pk__in=ids)}
+        missing = next((pk for pk in ids if pk not in found), None)
+        if missing is not None:
+            raise FieldError("ids", f"no alert with id {missing} in team {team.name!r}", 404)
+        ended = [found[pk] for pk in ids if found[pk].state not in Alert.ACTIVE]
+        if ended:
+            listed = ", ".join(f"alert {a.pk} is already {a.state}" for a in ended)
+            raise FieldError("ids", f"{listed}: only active alerts can be acknowledged; none was", 409)
+        now = timezone.now()
+        Alert.objects.filter(pk__in=ids, state=Alert.OPEN).update(
+            state=Alert.ACKNOWLEDGED, acknowledged_by=user, acknowledged_at=now, updated_at=now)
+        changed = [pk for pk in ids if found[pk].state == Alert.OPEN]
+        fresh = {a.pk: a for a in Alert.objects.filter(pk__in=ids).select_related("run", "acknowledged_by")}
+        for pk in changed:
+            _announce(fresh[pk])
+    return [fresh[pk] for pk in ids]
 
 
 def resolve(alert: Alert) -> Alert:
