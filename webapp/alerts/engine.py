@@ -375,6 +375,18 @@ def webhook_payload(alert: Alert, event: str) -> dict:
     return {"text": notification_text(alert, event), "event": event, "alert": alert.to_json(), "run_url": run_url(alert.run)}
 
 
+def send_test(webhook: Webhook, user) -> WebhookDelivery:
+    """A test notification to one webhook ("send a test" on the team's alert settings): a delivery row like an
+    alert's, sent by the alerts worker with the same retries, so the admin sees in the deliveries table whether
+    the address works and, if not, why."""
+    text = (f":information_source: Evolab test from team {slack_escaped(webhook.team.name)}, "
+            f"sent by {slack_escaped(user.get_username())}: this webhook works")
+    delivery = WebhookDelivery.objects.create(webhook=webhook, alert=None, event="test",
+                                              payload={"text": text, "event": "test", "alert": None, "run_url": None})
+    send_on_commit(DELIVER_WEBHOOK, [delivery.pk], queue=alerts_queue())
+    return delivery
+
+
 def _notify(alert: Alert, event: str) -> None:
     """Queue a delivery to every active webhook of the team, and an email on open and
     escalation. Deliveries are rows first, so each attempt and its outcome is listed."""
