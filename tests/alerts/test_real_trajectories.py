@@ -1,6 +1,6 @@
 """The alert rules judged on real runs, not crafted streams: the per-step metrics the CPU experiments of
-docs/experiments.md recorded (docs/experiments/figure1.csv, mechanism.csv), ingested step by step as a
-trainer's event log would be, through ingestion and the alert engine. The steps asserted here are the ones
+docs/experiments.md recorded (docs/experiments/figure1.csv, mechanism.csv, degeneration.csv), ingested step by
+step as a trainer's event log would be, through ingestion and the alert engine. The steps asserted here are the ones
 docs/teams-and-alerts.md records ("The rules on real runs")."""
 import csv
 from pathlib import Path
@@ -18,7 +18,9 @@ DATA = Path(__file__).resolve().parents[2] / "docs" / "experiments"
 TRAIN_METRICS = ("entropy", "response_length/mean", "pass@1", "pass@16")  # figure1.csv: the training batch's
 MECHANISM_TRAIN = ("entropy", "response_length/mean")  # mechanism.csv: pass@k there is the periodic evaluation's
 MECHANISM_EVAL = ("pass@1", "pass@16", "maj@16")
-MAX_COMPLETION_LENGTH = 64  # both experiments' SIZES
+DEGENERATION = ("entropy", "response_length/mean", "unique_answers", "majority_ratio", "invalid_ratio",
+                "truncated_ratio")  # the last two derived from the run's rollouts as ingestion derives them
+MAX_COMPLETION_LENGTH = 64  # every experiment's SIZES
 
 
 @pytest.fixture(autouse=True)
@@ -114,3 +116,23 @@ def test_runs_whose_entropy_holds_raise_no_entropy_collapse(arm, new_run, django
                     batch=20)
     assert run.last_step == 300
     assert alerts == []
+
+
+def test_a_real_run_whose_text_degenerates_raises_degeneration_and_no_alert_says_converging(
+        new_run, django_capture_on_commit_callbacks):
+    # scripts/experiments/degeneration.py: TTRL at learning rate 1e-2; answers invalid from step 2, noise, then
+    # one token repeated to the 64-token limit (entropy 0.23 -> 1.0 -> 0.005)
+    run = new_run("degenerating")
+    alerts = replay(run, events_of(rows("degeneration.csv"), DEGENERATION), django_capture_on_commit_callbacks)
+    first = {}
+    for a in alerts:
+        first.setdefault(a.rule, a)
+    assert {rule: a.step for rule, a in first.items()} == {
+        "invalid_answers": 3, "length_collapse": 4, "degeneration": 5, "entropy_collapse": 6}
+    degeneration = first["degeneration"]
+    assert degeneration.state == "open" and degeneration.severity == "critical" and degeneration.last_step == 12
+    assert degeneration.message == ("entropy fell from 0.657 to 0.00467 over 11 steps; 100% of answers invalid, "
+                                    "from 62% at the start (threshold 90%); mean length 64, at the 64-token limit; "
+                                    "100% truncated at the limit")
+    assert first["entropy_collapse"].message.endswith("; 100% of answers invalid")
+    assert all("converging" not in a.message for a in alerts)

@@ -64,7 +64,7 @@ def test_defaults_hold_every_param_of_every_rule_with_the_documented_values():
     assert values["invalid_answers"]["max_ratio"] == 0.5
     assert values["zero_variance_groups"]["max_ratio"] == 0.8
     assert values["degeneration"] == {"enabled": True, "severity": "critical", "window": 3, "entropy_rise": 1.5,
-                                      "min_invalid": 0.9}
+                                      "pinned_ratio": 0.5, "min_invalid": 0.9}
     assert values["stalled"]["minutes"] == 15.0
     assert values["run_failed"]["severity"] == "critical"
 

@@ -237,27 +237,31 @@ RULES: dict[str, RuleSpec] = {
             kind="degeneration",
             title="Text degeneration",
             description=(
-                "The policy's text came apart: entropy rose well above its start while nearly every answer is "
-                "invalid, often with responses running on to max_completion_length. The opposite of a collapse "
-                "(entropy falling, answers converging): sampling got noisier, not narrower, and the vote has "
-                "nothing to count, so the label-free reward teaches noise (EVOL-RL §2 scores an invalid response "
-                "−1; R-Zero's repetition penalty exists because degenerate text is a known failure of self-"
-                "training). Rising entropy alone is not enough: after EVOL-RL's \"evolving point\" (Figure 3) "
-                "entropy and length rise together while the answers stay valid. Defaults: the median entropy of "
-                "the last 3 steps at least 1.5 × its start and the median invalid_ratio at 0.9 or more. The "
-                "message says the values seen, including the mean length against max_completion_length and the "
-                "share truncated when they are known. Needs 2 × window logged entropy steps and window "
-                "invalid_ratio steps."
+                "The policy's text came apart: its answers went from mostly valid to nearly all invalid, while its "
+                "text got noisier (entropy well above its start) or ran on to max_completion_length. On the "
+                "default policy at a learning rate far too high (docs/experiments.md) both happen in turn: noise "
+                "first (entropy 0.23 to 1.0), then one token repeated up to the limit (entropy near zero). Not a "
+                "collapse: nothing converges, the vote has nothing to count and the label-free reward teaches "
+                "noise (EVOL-RL §2 scores an invalid response −1; R-Zero penalises repetition). Rising entropy "
+                "alone is not enough: after EVOL-RL's \"evolving point\" (Figure 3) entropy and length rise while "
+                "the answers stay valid; and answers invalid from the first steps are a prompt format or a limit "
+                "too short for the policy (invalid_answers), not degeneration. Defaults: the median invalid_ratio "
+                "of the last 3 steps at 0.9 or more, from under 0.9 over the first 3, and either the median entropy "
+                "at 1.5 × its start or more, or rollouts pinned at the limit (median truncated_ratio 0.5 or more; "
+                "without truncated_ratio, a mean length at 95% of max_completion_length). The message gives the "
+                "entropy, the invalid share and the length against the limit as seen."
             ),
-            metrics=("entropy", "invalid_ratio", "response_length/mean", "truncated_ratio"),
+            metrics=("invalid_ratio", "entropy", "response_length/mean", "truncated_ratio"),
             params=_common("critical") + (
                 _window(),
-                # EVOL-RL Fig. 3: its healthy recovery lifts entropy gradually; half again above the start with
-                # the answers gone is not that
-                Param("entropy_rise", "float", 1.5, "Open when smoothed entropy ≥ this × its start value ...",
+                # EVOL-RL Fig. 3: its healthy recovery lifts entropy gradually, with valid answers; half again above
+                # the start with the answers gone is noise
+                Param("entropy_rise", "float", 1.5, "Noisy text: smoothed entropy ≥ this × its start value ...",
                       1.0, 100.0),
+                # as length_collapse: at half truncated, most rollouts never reach an answer
+                _ratio("pinned_ratio", 0.5, "... or run-on text: smoothed truncated_ratio ≥ this ..."),
                 # EVOL-RL §2 validity check: at 90% invalid the vote is cast by a tenth of the samples or fewer
-                _ratio("min_invalid", 0.9, "... and smoothed invalid_ratio ≥ this."),
+                _ratio("min_invalid", 0.9, "... while smoothed invalid_ratio ≥ this, and was below it at the start."),
             ),
         ),
         RuleSpec(

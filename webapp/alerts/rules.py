@@ -10,8 +10,9 @@ The rules' parameters, defaults and documentation are in webapp/alerts/rule_spec
 The failure the rules watch for is the one the EVOL-RL paper documents for majority-only
 label-free RL (TTRL): policy entropy collapses, responses get shorter, rollouts converge
 on one answer, and pass@1 rises while pass@n falls (paper 000, Figures 1, 3 and 5;
-Table 1). The degeneration rule watches for the opposite failure: entropy rising while the
-answers are gone (the text came apart), so its alerts and messages never read as a collapse.
+Table 1). The degeneration rule watches for a different failure: the answers gone while the
+text comes apart (noisier, or run on to the length limit), where nothing converges; the collapse
+rules' messages then say how many answers are invalid instead of calling it convergence.
 Figures in the paper text are images, so exact thresholds are our choice; each
 rule's description says which observation it rests on and what its defaults mean.
 
@@ -294,25 +295,35 @@ def _pinned_at_limit(history: History, lengths: list[float | None] | None, rule:
 
 
 def _degeneration(history: History, rule: dict):
-    """Entropy rising while the answers are gone: the text came apart (the opposite of a collapse)."""
+    """The answers went from mostly valid to nearly all invalid while the text came apart: noisier (entropy up)
+    or run on to the length limit (often one token repeated, entropy then down). Not a collapse: nothing converges."""
     window = rule["window"]
-    entropy = history.series("entropy")
-    judged = _latest_and_start(entropy, window)
-    invalid = _recent_if_enough(history.series("invalid_ratio"), window, needed=window)
-    if judged is None or invalid is None:
+    invalid_series = history.series("invalid_ratio")
+    invalid_logged = _logged(invalid_series)
+    entropy_series = history.series("entropy")
+    entropy = _latest_and_start(entropy_series, window)
+    pinned = _pinned_at_limit(history, history.series("response_length/mean"), rule)
+    # the start may overlap the latest window: the answers' fall is judged as soon as one step follows the start
+    if len(invalid_logged) < window + 1 or (entropy is None and pinned is None):
         return _ABSENT
-    recent, start = judged
-    rise = recent / start
-    if rise < rule["entropy_rise"] or invalid < rule["min_invalid"]:
+    invalid, invalid_start = _recent(invalid_series, window), median(invalid_logged[:window])
+    rose = entropy is not None and entropy[0] >= rule["entropy_rise"] * entropy[1]
+    # invalid from the start is a prompt format or a limit too short for the policy (invalid_answers says so)
+    if invalid < rule["min_invalid"] or invalid_start >= rule["min_invalid"] or not (rose or (pinned and pinned.fires)):
         return None
-    first_step = history.steps[next(i for i, v in enumerate(entropy) if v is not None)]
-    parts = [
-        f"entropy rose from {_num(start)} to {_num(recent)} over {history.steps[-1] - first_step} steps "
-        f"({_num(rise)}× its start, threshold {_num(rule['entropy_rise'])}×)",
-        f"{_pct(invalid)} of answers invalid (threshold {_pct(rule['min_invalid'])})",
-    ]
-    values = {"entropy": recent, "entropy_start": start, "rise": rise, "invalid_ratio": invalid,
-              "entropy_rise": rule["entropy_rise"], "min_invalid": rule["min_invalid"]}
+    values = {"invalid_ratio": invalid, "invalid_start": invalid_start, "min_invalid": rule["min_invalid"]}
+    parts = []
+    if entropy is not None:
+        recent, start = entropy
+        first_step = history.steps[next(i for i, v in enumerate(entropy_series) if v is not None)]
+        trend = "rose" if recent > start else "fell" if recent < start else "held"
+        said = f"entropy {trend} from {_num(start)} to {_num(recent)} over {history.steps[-1] - first_step} steps"
+        if rose:
+            said += f" ({_num(recent / start)}× its start, threshold {_num(rule['entropy_rise'])}×)"
+        parts.append(said)
+        values.update(entropy=recent, entropy_start=start, rise=recent / start, entropy_rise=rule["entropy_rise"])
+    parts.append(f"{_pct(invalid)} of answers invalid, from {_pct(invalid_start)} at the start "
+                 f"(threshold {_pct(rule['min_invalid'])})")
     parts += _length_seen(history, window, values)
     return _finding(history, "degeneration", rule["severity"], "; ".join(parts), **values)
 
