@@ -7,7 +7,6 @@ from django.shortcuts import redirect, render
 from rl.params import FieldError
 from webapp.accounts.access import require_role, role_in, team_or_404
 from webapp.accounts.models import Membership
-
 from webapp.numbers import whole_number
 
 from . import engine
