@@ -38,6 +38,7 @@ urlpatterns += [
     path("teams/<id:pk>/webhooks", alerts.webhooks),
     path("teams/<id:pk>/webhooks/<id:hook_id>", alerts.webhook_detail),
     path("teams/<id:pk>/alert-rules", alerts.alert_rules),
+    path("teams/<id:pk>/alerts/acknowledge", alerts.acknowledge_several),
     path("alerts", alerts.alerts),
     path("alerts/<id:pk>/acknowledge", alerts.acknowledge),
     path("alerts/<id:pk>/resolve", alerts.resolve),

@@ -1,6 +1,7 @@
 // The team's alerts page: rows from the page's JSON, then live `alert` messages from
 // ws/teams/{id}/ (opened, updated, acknowledged, resolved). Alert text is model- and
-// user-derived: it is only ever set with textContent.
+// user-derived: it is only ever set with textContent. Members tick open alerts and acknowledge
+// them together (POST /api/teams/{id}/alerts/acknowledge, all or none).
 (function () {
   const table = document.getElementById("alerts-table");
   const body = table.querySelector("tbody");
@@ -29,11 +30,25 @@
   function render(alert) {
     let row = body.querySelector('tr[data-alert-id="' + CSS.escape(String(alert.id)) + '"]');
     if (!shown(alert)) { if (row) row.remove(); return update(); }
+    const wasTicked = !!(row && row.querySelector("input.pick:checked"));
     const fresh = document.createElement("tr");
     fresh.dataset.alertId = alert.id;
     fresh.dataset.rule = alert.rule;
     fresh.dataset.state = alert.state;
     fresh.className = "alert-row severity-" + alert.severity + " state-" + alert.state;
+    if (canAct) {
+      const pick = cell(fresh, "");
+      if (alert.state === "open") {
+        const box = document.createElement("input");
+        box.type = "checkbox";
+        box.className = "pick";
+        box.value = alert.id;
+        box.checked = wasTicked;  // a live update of a ticked row keeps it ticked
+        box.setAttribute("aria-label", "Select alert " + alert.id);
+        box.addEventListener("change", updateBulk);
+        pick.appendChild(box);
+      }
+    }
     const sev = document.createElement("span");
     sev.className = "badge severity-" + alert.severity;
     sev.textContent = alert.severity;
@@ -65,7 +80,53 @@
     update();
   }
 
-  function update() { document.getElementById("no-alerts").hidden = body.children.length > 0; }
+  function update() {
+    document.getElementById("no-alerts").hidden = body.children.length > 0;
+    updateBulk();
+  }
+
+  const bulkButton = document.getElementById("acknowledge-selected");
+  const selectAll = document.getElementById("select-all");
+  const bulkError = document.getElementById("bulk-error");
+
+  function ticked() { return Array.from(body.querySelectorAll("input.pick:checked")); }
+
+  function updateBulk() {
+    if (!bulkButton) return;
+    const n = ticked().length;
+    const all = body.querySelectorAll("input.pick").length;
+    bulkButton.disabled = n === 0;
+    bulkButton.textContent = n ? "Acknowledge selected (" + n + ")" : "Acknowledge selected";
+    selectAll.checked = all > 0 && n === all;
+    selectAll.indeterminate = n > 0 && n < all;
+  }
+
+  if (bulkButton) {
+    selectAll.addEventListener("change", function () {
+      body.querySelectorAll("input.pick").forEach(function (box) { box.checked = selectAll.checked; });
+      updateBulk();
+    });
+    bulkButton.addEventListener("click", function () {
+      const ids = ticked().map(function (box) { return Number(box.value); });
+      if (!ids.length) return;
+      bulkButton.disabled = true;
+      bulkError.hidden = true;
+      fetch("/api/teams/" + teamId + "/alerts/acknowledge", {
+        method: "POST", credentials: "same-origin",
+        headers: { "X-CSRFToken": csrf(), "Content-Type": "application/json" },
+        body: JSON.stringify({ ids: ids }),
+      }).then(function (r) {
+        return r.json().then(function (data) {
+          if (!r.ok) throw new Error(data.error || ("HTTP " + r.status));
+          data.alerts.forEach(render);
+        });
+      }).catch(function (err) {
+        // e.g. one of them resolved meanwhile: nothing was acknowledged, the server says which
+        bulkError.textContent = String(err.message || err);
+        bulkError.hidden = false;
+      }).then(updateBulk);
+    });
+  }
 
   JSON.parse(document.getElementById("alerts-initial").textContent).slice().reverse().forEach(render);
   update();

@@ -47,7 +47,7 @@ def test_rule_specs_serialise_to_plain_json():
     entropy = payload[0]
     assert entropy["kind"] == "entropy_collapse" and entropy["metrics"] == ["entropy"]
     fraction = next(p for p in entropy["params"] if p["name"] == "fraction")
-    assert fraction == {"name": "fraction", "type": "float", "default": 0.2, "help": fraction["help"],
+    assert fraction == {"name": "fraction", "type": "float", "default": 0.5, "help": fraction["help"],
                         "min": 0.0, "max": 1.0, "choices": [], "nullable": False}
 
 
@@ -57,12 +57,14 @@ def test_defaults_hold_every_param_of_every_rule_with_the_documented_values():
     for kind, spec in RULES.items():
         assert set(values[kind]) == {p.name for p in spec.params}
         assert values[kind]["enabled"] is True
-    assert values["entropy_collapse"] == {"enabled": True, "severity": "warning", "window": 3, "fraction": 0.2,
+    assert values["entropy_collapse"] == {"enabled": True, "severity": "warning", "window": 3, "fraction": 0.5,
                                           "critical_fraction": 0.05}
     assert values["majority_lock_in"]["consensus"] == 0.95
     assert values["pass_at_k_divergence"]["min_drop"] == 0.05
     assert values["invalid_answers"]["max_ratio"] == 0.5
     assert values["zero_variance_groups"]["max_ratio"] == 0.8
+    assert values["degeneration"] == {"enabled": True, "severity": "critical", "window": 3, "entropy_rise": 1.5,
+                                      "pinned_ratio": 0.5, "min_invalid": 0.9}
     assert values["stalled"]["minutes"] == 15.0
     assert values["run_failed"]["severity"] == "critical"
 

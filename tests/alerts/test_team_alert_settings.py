@@ -1,8 +1,12 @@
 """/teams/{id}/alert-settings/: a team's webhooks, their recent deliveries and its alert rules, for its admins."""
 import pytest
 
+from tests.alerts.receiver import Receiver
 from tests.factories import make_prompt_set, make_team, signed_in
-from webapp.alerts.models import Alert, TeamAlertRules, Webhook
+from webapp.alerts.delivery import deliver
+from webapp.alerts.models import Alert, TeamAlertRules, Webhook, WebhookDelivery
+from webapp.accounts.models import Team
+from webapp.tasks import DELIVER_WEBHOOK
 from webapp.runs.models import Run
 
 pytestmark = pytest.mark.django_db
@@ -73,3 +77,43 @@ def test_saving_rules_keeps_only_values_that_differ_from_the_defaults(team, djan
     bad = dict(form, **{"rule-entropy_collapse-fraction": "3"})
     response = signed_in(django_user_model, "ada").post(f"/teams/{team.pk}/alert-settings/", bad)
     assert response.status_code == 400 and "alert_rules.entropy_collapse.fraction" in response.content.decode()
+
+
+def test_an_admin_sends_a_test_to_a_webhook_and_its_delivery_is_listed(team, django_user_model, monkeypatch,
+                                                                         django_capture_on_commit_callbacks):
+    sent = []
+    monkeypatch.setattr("webapp.tasks.app.send_task", lambda name, args, **kw: sent.append((name, args)))
+    ada = signed_in(django_user_model, "ada")
+    with Receiver() as receiver:
+        hook = Webhook.objects.create(team=team, url=receiver.url)
+        with django_capture_on_commit_callbacks(execute=True):
+            response = ada.post(f"/teams/{team.pk}/alert-settings/", {"action": "test_webhook", "webhook": hook.pk})
+        assert response.status_code == 302
+        delivery = WebhookDelivery.objects.get()
+        assert (delivery.webhook, delivery.alert, delivery.event, delivery.status) == (hook, None, "test", "pending")
+        assert sent == [(DELIVER_WEBHOOK, [delivery.pk])]  # the alerts worker sends it, retries included
+        assert deliver(delivery.pk) is None
+    body = receiver.received[0]["body"]
+    assert body["event"] == "test" and body["alert"] is None
+    assert body["text"] == ":information_source: Evolab test from team lab, sent by ada: this webhook works"
+    page = ada.get(f"/teams/{team.pk}/alert-settings/").content.decode()
+    assert "test sent to " + receiver.url in page
+    row = page[page.index('<tr class="delivery-delivered">'):]
+    assert "<td>test</td>" in row[:row.index("</tr>")]
+
+
+def test_a_test_of_a_webhook_of_another_team_is_refused_naming_the_field(team, django_user_model, monkeypatch):
+    monkeypatch.setattr("webapp.tasks.app.send_task", lambda *a, **kw: None)
+    make_team("other", bob="admin")
+    theirs = Webhook.objects.create(team=Team.objects.get(name="other"), url="https://hooks.example.org/b")
+    response = signed_in(django_user_model, "ada").post(f"/teams/{team.pk}/alert-settings/",
+                                                        {"action": "test_webhook", "webhook": theirs.pk})
+    assert response.status_code == 400 and not WebhookDelivery.objects.exists()
+    assert f"no webhook with id {theirs.pk} in team" in response.content.decode()
+
+
+def test_members_cannot_send_a_test(team, django_user_model):
+    hook = Webhook.objects.create(team=team, url="https://hooks.example.org/x")
+    response = signed_in(django_user_model, "max").post(f"/teams/{team.pk}/alert-settings/",
+                                                         {"action": "test_webhook", "webhook": hook.pk})
+    assert response.status_code == 403 and not WebhookDelivery.objects.exists()

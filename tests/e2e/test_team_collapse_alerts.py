@@ -59,7 +59,8 @@ def test_team_a_sees_its_collapsing_run_alert_live_and_team_b_sees_nothing(live_
         # The alert appears on the open page without a reload.
         page.wait_for_selector("#alerts li[data-rule][data-state=open]", timeout=300_000)
         rule = page.get_attribute("#alerts li[data-rule][data-state=open]", "data-rule")
-        assert rule in {"invalid_answers", "length_collapse", "zero_variance_groups", "entropy_collapse"}
+        assert rule in {"invalid_answers", "length_collapse", "zero_variance_groups", "entropy_collapse",
+                        "degeneration"}
 
         # The team's alerts page lists it, live.
         team_page = page.context.browser.new_context().new_page()

@@ -6,8 +6,9 @@ from django.http import JsonResponse
 
 from webapp.accounts.access import require_role
 from webapp.accounts.models import Membership, Team
+from rl.params import FieldError
 from webapp.api import api_view, error, json_body
-from webapp.numbers import whole_number
+from webapp.numbers import MAX_DIGITS, whole_number
 
 from . import engine
 from .rule_specs import RULES, defaults, resolve_thresholds, validate_overrides
@@ -105,6 +106,30 @@ def _with_team(needed):
 def team_detail(request, team):
     members = Membership.objects.filter(team=team).select_related("user")
     return JsonResponse({**team.to_json(request.user), "members": [m.to_json(request.user) for m in members]})
+
+
+@api_view(["POST"])
+@_with_team(Membership.MEMBER)
+def acknowledge_several(request, team):
+    """POST /api/teams/{id}/alerts/acknowledge {"ids": [...]}: the team's active alerts, all or none."""
+    alerts = engine.acknowledge_several(team, _alert_ids(json_body(request).get("ids")), request.user)
+    return JsonResponse({"alerts": [a.to_json() for a in alerts]})
+
+
+def _alert_ids(value) -> list[int]:
+    """The ids of a request naming several alerts, each once, in order; FieldError naming `ids` otherwise."""
+    if not isinstance(value, list):
+        raise FieldError("ids", "ids must be a list of alert ids")
+    if not value:
+        raise FieldError("ids", "ids must name at least one alert")
+    if len(value) > MAX_ALERTS:
+        raise FieldError("ids", f"at most {MAX_ALERTS} alerts at a time, not {len(value)}")
+    ids = []
+    for item in value:
+        if isinstance(item, bool) or not isinstance(item, int) or not 0 < item < 10 ** MAX_DIGITS:
+            raise FieldError("ids", f"ids must be whole numbers, not {item!r}")
+        ids.append(item)
+    return list(dict.fromkeys(ids))
 
 
 @api_view(["GET", "POST"])

@@ -2,6 +2,7 @@
 worker's tasks (workers/tasks.py) with row ids; safe to run twice (a delivered delivery
 is not sent again)."""
 import datetime
+import http.client
 import logging
 import uuid
 
@@ -84,8 +85,11 @@ def _attempt(delivery: WebhookDelivery) -> float | None:
         code, error, refused = None, f"refused: {exc}", True
     except TimeoutError as exc:
         code, error = None, str(exc)
-    except Exception as exc:  # noqa: BLE001 - OSError, TLS and HTTP protocol errors: recorded, retried
-        code, error = None, f"{type(exc).__name__}: {exc}"[:200]
+    except (OSError, http.client.HTTPException) as exc:  # network, TLS and HTTP protocol errors: retried
+        code, error = None, outbound.short_reason(exc)
+    except Exception:  # noqa: BLE001 - anything else (an odd host name's UnicodeError): logged, still recorded
+        log.exception("webhook delivery %s", delivery.pk)
+        code, error = None, "delivery error (see the alerts worker's log)"
     delivery.response_code = code
     delivery.last_error = error
     if not error:

@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from rl.params import FieldError
 from webapp.live import push_on_commit
 from webapp import bulk
 from webapp.metrics import series
@@ -302,6 +303,30 @@ def acknowledge(alert: Alert, user) -> Alert:
     return alert
 
 
+def acknowledge_several(team, ids: list[int], user) -> list[Alert]:
+    """Acknowledge the team's alerts `ids` together, all or none: FieldError on `ids` (404) for an id that is not
+    an alert of this team (another team's reads like a missing one), (409) for one already resolved or closed,
+    so a page whose list went stale while the user ticked boxes learns which. An acknowledged one keeps who
+    acknowledged it. Returns the alerts in the order of `ids`."""
+    with transaction.atomic():
+        found = {a.pk: a for a in Alert.objects.select_for_update().filter(team=team, pk__in=ids)}
+        missing = next((pk for pk in ids if pk not in found), None)
+        if missing is not None:
+            raise FieldError("ids", f"no alert with id {missing} in team {team.name!r}", 404)
+        ended = [found[pk] for pk in ids if found[pk].state not in Alert.ACTIVE]
+        if ended:
+            listed = ", ".join(f"alert {a.pk} is already {a.state}" for a in ended)
+            raise FieldError("ids", f"{listed}: only active alerts can be acknowledged; none was", 409)
+        now = timezone.now()
+        Alert.objects.filter(pk__in=ids, state=Alert.OPEN).update(
+            state=Alert.ACKNOWLEDGED, acknowledged_by=user, acknowledged_at=now, updated_at=now)
+        changed = [pk for pk in ids if found[pk].state == Alert.OPEN]
+        fresh = {a.pk: a for a in Alert.objects.filter(pk__in=ids).select_related("run", "acknowledged_by")}
+        for pk in changed:
+            _announce(fresh[pk])
+    return [fresh[pk] for pk in ids]
+
+
 def resolve(alert: Alert) -> Alert:
     """Resolved by hand (e.g. the run was fixed by a clone); a recurrence opens a new alert."""
     return _resolve_active(alert.run, alert.rule, None) or alert
@@ -348,6 +373,18 @@ def notification_text(alert: Alert, event: str) -> str:
 
 def webhook_payload(alert: Alert, event: str) -> dict:
     return {"text": notification_text(alert, event), "event": event, "alert": alert.to_json(), "run_url": run_url(alert.run)}
+
+
+def send_test(webhook: Webhook, user) -> WebhookDelivery:
+    """A test notification to one webhook ("send a test" on the team's alert settings): a delivery row like an
+    alert's, sent by the alerts worker with the same retries, so the admin sees in the deliveries table whether
+    the address works and, if not, why."""
+    text = (f":information_source: Evolab test from team {slack_escaped(webhook.team.name)}, "
+            f"sent by {slack_escaped(user.get_username())}: this webhook works")
+    delivery = WebhookDelivery.objects.create(webhook=webhook, alert=None, event="test",
+                                              payload={"text": text, "event": "test", "alert": None, "run_url": None})
+    send_on_commit(DELIVER_WEBHOOK, [delivery.pk], queue=alerts_queue())
+    return delivery
 
 
 def _notify(alert: Alert, event: str) -> None:

@@ -93,6 +93,37 @@ def destination_problem(url: str) -> str | None:
     return None
 
 
+# What a delivery's row says went wrong, in the admin's words: the kinds of network failure, never a Python exception
+# with its errno (the deliveries table shows it in a narrow column).
+_REASONS = (
+    (ConnectionRefusedError, "connection refused"),
+    (http.client.RemoteDisconnected, "the endpoint closed the connection without answering"),  # before its base
+    (ConnectionResetError, "the endpoint reset the connection"),
+    (ConnectionError, "the connection broke off"),
+    (ssl.SSLCertVerificationError, "its TLS certificate is not trusted"),
+    (ssl.SSLError, "the TLS handshake failed"),
+    (http.client.HTTPException, "the answer was not HTTP"),
+)
+
+
+def short_reason(exc: BaseException) -> str:
+    """A short reason for a failed delivery (post_json's OSError and HTTPException): what happened, not which
+    exception said so."""
+    for kind, reason in _REASONS:
+        if isinstance(exc, kind):
+            return reason
+    if isinstance(exc, Unresolved):
+        return str(exc)
+    strerror = getattr(exc, "strerror", None)  # "Network is unreachable", "No route to host", ...
+    if strerror:
+        return _printable(strerror[:1].lower() + strerror[1:])
+    return "network error"
+
+
+class Unresolved(OSError):
+    """The webhook's host name does not resolve (now)."""
+
+
 def _printable(text: str) -> str:
     return "".join(c for c in text if c.isprintable() and c.isascii())[:REASON_MAX].strip()
 
@@ -104,8 +135,8 @@ def post_json(url: str, payload: dict, timeout: float, user_agent: str) -> Answe
     deadline = time.monotonic() + timeout
     try:
         addresses = checked_addresses(host, port)
-    except socket.gaierror as exc:
-        raise OSError(f"{host} does not resolve: {exc.strerror}") from None
+    except socket.gaierror:
+        raise Unresolved(f"{host[:100]} does not resolve") from None
     sock = None
     for address in addresses:  # the first that answers
         remaining = deadline - time.monotonic()

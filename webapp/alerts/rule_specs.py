@@ -22,11 +22,13 @@ RULE_KINDS = (
     "length_collapse",
     "invalid_answers",
     "zero_variance_groups",
+    "degeneration",
     "stalled",
     "run_failed",
 )
 SEVERITIES = ("info", "warning", "critical")
-STEP_RULE_KINDS = RULE_KINDS[:7]  # judged from the metric history; stalled and run_failed are not
+NOT_STEP_RULES = ("stalled", "run_failed")  # judged from the clock and the run's end, not its metric history
+STEP_RULE_KINDS = tuple(kind for kind in RULE_KINDS if kind not in NOT_STEP_RULES)
 
 FIELD_PREFIX = "alert_rules"
 
@@ -86,14 +88,18 @@ RULES: dict[str, RuleSpec] = {
                 "first symptom of majority-only training: TTRL's entropy drops sharply in the first steps and "
                 "stays near zero for the rest of the run, while EVOL-RL's dips too but recovers after its "
                 "\"evolving point\" (so an alert opened in that dip resolves). Defaults: the median entropy of the "
-                "last 3 steps below 20% of its start (the median of the first 3 logged steps) opens a warning; "
-                "below 5% it becomes critical. Needs at least 2 × window logged steps."
+                "last 3 steps below half its start (the median of the first 3 logged steps) opens a warning; "
+                "below 5% it becomes critical. Half, because real collapses are gradual and noisy: the TTRL runs "
+                "of docs/experiments.md lose two thirds of their entropy, and their smoothed entropy stays between "
+                "23% and 47% of the start once collapsed (a fifth would never see them). Needs at least 2 × "
+                "window logged steps."
             ),
             metrics=("entropy",),
             params=_common("warning") + (
                 _window(),
-                # EVOL-RL Fig. 3: TTRL's entropy ends near zero; a fall to a fifth of the start is far past noise
-                _ratio("fraction", 0.2, "Open when smoothed entropy < fraction × its start value."),
+                # EVOL-RL Fig. 3: TTRL's entropy falls and stays down; docs/experiments.md's real TTRL runs fall by
+                # two thirds, to 23-47% of the start (smoothed), while healthy runs stay above 80%
+                _ratio("fraction", 0.5, "Open when smoothed entropy < fraction × its start value."),
                 # EVOL-RL Fig. 1/3: "collapses entropy": at 5% of the start, sampling is nearly deterministic
                 _ratio("critical_fraction", 0.05, "Escalate to critical below this fraction of the start (0 never)."),
             ),
@@ -225,6 +231,37 @@ RULES: dict[str, RuleSpec] = {
                 _window(),
                 # R-Zero's 3..7-of-10 filter drops unanimous groups; at 80% unanimous, 4 in 5 prompts are wasted
                 _ratio("max_ratio", 0.8, "Open when smoothed zero_variance_groups ≥ this."),
+            ),
+        ),
+        RuleSpec(
+            kind="degeneration",
+            title="Text degeneration",
+            description=(
+                "The policy's text came apart: its answers went from mostly valid to nearly all invalid, while its "
+                "text got noisier (entropy well above its start) or ran on to max_completion_length. On the "
+                "default policy at a learning rate far too high (docs/experiments.md) both happen in turn: noise "
+                "first (entropy 0.23 to 1.0), then one token repeated up to the limit (entropy near zero). Not a "
+                "collapse: nothing converges, the vote has nothing to count and the label-free reward teaches "
+                "noise (EVOL-RL §2 scores an invalid response −1; R-Zero penalises repetition). Rising entropy "
+                "alone is not enough: after EVOL-RL's \"evolving point\" (Figure 3) entropy and length rise while "
+                "the answers stay valid; and answers invalid from the first steps are a prompt format or a limit "
+                "too short for the policy (invalid_answers), not degeneration. Defaults: the median invalid_ratio "
+                "of the last 3 steps at 0.9 or more, from under 0.9 over the first 3, and either the median entropy "
+                "at 1.5 × its start or more, or rollouts pinned at the limit (median truncated_ratio 0.5 or more; "
+                "without truncated_ratio, a mean length at 95% of max_completion_length). The message gives the "
+                "entropy, the invalid share and the length against the limit as seen."
+            ),
+            metrics=("invalid_ratio", "entropy", "response_length/mean", "truncated_ratio"),
+            params=_common("critical") + (
+                _window(),
+                # EVOL-RL Fig. 3: its healthy recovery lifts entropy gradually, with valid answers; half again above
+                # the start with the answers gone is noise
+                Param("entropy_rise", "float", 1.5, "Noisy text: smoothed entropy ≥ this × its start value ...",
+                      1.0, 100.0),
+                # as length_collapse: at half truncated, most rollouts never reach an answer
+                _ratio("pinned_ratio", 0.5, "... or run-on text: smoothed truncated_ratio ≥ this ..."),
+                # EVOL-RL §2 validity check: at 90% invalid the vote is cast by a tenth of the samples or fewer
+                _ratio("min_invalid", 0.9, "... while smoothed invalid_ratio ≥ this, and was below it at the start."),
             ),
         ),
         RuleSpec(

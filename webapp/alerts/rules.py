@@ -10,7 +10,10 @@ The rules' parameters, defaults and documentation are in webapp/alerts/rule_spec
 The failure the rules watch for is the one the EVOL-RL paper documents for majority-only
 label-free RL (TTRL): policy entropy collapses, responses get shorter, rollouts converge
 on one answer, and pass@1 rises while pass@n falls (paper 000, Figures 1, 3 and 5;
-Table 1). Figures in the paper text are images, so exact thresholds are our choice; each
+Table 1). The degeneration rule watches for a different failure: the answers gone while the
+text comes apart (noisier, or run on to the length limit), where nothing converges; the collapse
+rules' messages then say how many answers are invalid instead of calling it convergence.
+Figures in the paper text are images, so exact thresholds are our choice; each
 rule's description says which observation it rests on and what its defaults mean.
 
 Smoothing: every step-based rule reads the **median** of the last ``window`` steps
@@ -35,6 +38,9 @@ from rl.params import finite
 # A mean length this close to max_completion_length counts as pinned at the limit when the
 # run logs no truncated_ratio (a mean that high needs most rollouts to hit the cap).
 _PINNED_MEAN_LENGTH = 0.95
+# From this share of invalid answers on, the collapse rules do not read fewer distinct answers as agreement
+# (EVOL-RL §2 leaves invalid answers out of the vote: at half invalid the majority is voted by a minority).
+_MOSTLY_INVALID = 0.5
 _MAX_FAILURE_MESSAGE = 1000  # characters of a failure message quoted in the alert
 
 
@@ -85,7 +91,7 @@ _ABSENT = object()
 
 
 def evaluate_step_rules(history: History, thresholds: dict[str, dict]) -> dict[str, Finding | None]:
-    """The seven step-based rules judged at the latest step of ``history``.
+    """The step-based rules (STEP_RULE_KINDS) judged at the latest step of ``history``.
 
     ``{kind: Finding}`` where the condition holds, ``{kind: None}`` where the rule could
     judge and the run looks healthy (an open alert then resolves); a kind is absent when
@@ -144,11 +150,16 @@ def _entropy_collapse(history: History, rule: dict):
         return None
     critical = share < rule["critical_fraction"]
     threshold = f"critical below {_pct(rule['critical_fraction'])}" if critical else f"threshold {_pct(rule['fraction'])}"
+    message = f"entropy fell to {_num(recent)}, {_pct(share)} of its start {_num(start)} ({threshold})"
+    invalid = _mostly_invalid(history, window)
+    extra = {}
+    if invalid is not None:  # sampling narrowed onto no answer at all: say so, it is not answers converging
+        message += f"; {_pct(invalid)} of answers invalid"
+        extra["invalid_ratio"] = invalid
     return _finding(
-        history, "entropy_collapse", "critical" if critical else rule["severity"],
-        f"entropy fell to {_num(recent)}, {_pct(share)} of its start {_num(start)} ({threshold})",
+        history, "entropy_collapse", "critical" if critical else rule["severity"], message,
         entropy=recent, entropy_start=start, share=share, fraction=rule["fraction"],
-        critical_fraction=rule["critical_fraction"],
+        critical_fraction=rule["critical_fraction"], **extra,
     )
 
 
@@ -168,10 +179,13 @@ def _diversity_collapse(history: History, rule: dict):
                 f"similarity/mean rose to {_num(recent)} from {_num(start)} "
                 f"(threshold {_num(rule['similarity_level'])} and +{_num(rule['similarity_rise'])})"
             )
+    invalid = _mostly_invalid(history, window)
     if unique is not None:
         recent, start = unique
         values.update(unique_answers=recent, unique_answers_start=start)
-        if recent <= rule["unique_fraction"] * start:
+        # unique_answers counts valid answers only: when most are invalid, fewer of them is lost answers, not
+        # agreement (the degeneration and invalid_answers rules say what happened)
+        if invalid is None and recent <= rule["unique_fraction"] * start:
             reasons.append(
                 f"unique answers per prompt fell to {_num(recent)}, {_pct(recent / start)} of its start "
                 f"{_num(start)} (threshold {_pct(rule['unique_fraction'])})"
@@ -180,7 +194,11 @@ def _diversity_collapse(history: History, rule: dict):
         return None
     values.update(similarity_level=rule["similarity_level"], similarity_rise=rule["similarity_rise"],
                   unique_fraction=rule["unique_fraction"])
-    message = "rollouts are converging: " + "; ".join(reasons)
+    if invalid is None:
+        message = "rollouts are converging: " + "; ".join(reasons)
+    else:  # near-duplicate text with no answer in it converges on nothing
+        message = f"rollouts are near duplicates: {'; '.join(reasons)}; {_pct(invalid)} of answers invalid"
+        values["invalid_ratio"] = invalid
     return _finding(history, "diversity_collapse", rule["severity"], message, **values)
 
 
@@ -276,6 +294,60 @@ def _pinned_at_limit(history: History, lengths: list[float | None] | None, rule:
     )
 
 
+def _degeneration(history: History, rule: dict):
+    """The answers went from mostly valid to nearly all invalid while the text came apart: noisier (entropy up)
+    or run on to the length limit (often one token repeated, entropy then down). Not a collapse: nothing converges."""
+    window = rule["window"]
+    invalid_series = history.series("invalid_ratio")
+    invalid_logged = _logged(invalid_series)
+    entropy_series = history.series("entropy")
+    entropy = _latest_and_start(entropy_series, window)
+    pinned = _pinned_at_limit(history, history.series("response_length/mean"), rule)
+    # the start may overlap the latest window: the answers' fall is judged as soon as one step follows the start
+    if len(invalid_logged) < window + 1 or (entropy is None and pinned is None):
+        return _ABSENT
+    invalid, invalid_start = _recent(invalid_series, window), median(invalid_logged[:window])
+    rose = entropy is not None and entropy[0] >= rule["entropy_rise"] * entropy[1]
+    # invalid from the start is a prompt format or a limit too short for the policy (invalid_answers says so)
+    if invalid < rule["min_invalid"] or invalid_start >= rule["min_invalid"] or not (rose or (pinned and pinned.fires)):
+        return None
+    values = {"invalid_ratio": invalid, "invalid_start": invalid_start, "min_invalid": rule["min_invalid"]}
+    parts = []
+    if entropy is not None:
+        recent, start = entropy
+        first_step = history.steps[next(i for i, v in enumerate(entropy_series) if v is not None)]
+        trend = "rose" if recent > start else "fell" if recent < start else "held"
+        said = f"entropy {trend} from {_num(start)} to {_num(recent)} over {history.steps[-1] - first_step} steps"
+        if rose:
+            said += f" ({_num(recent / start)}× its start, threshold {_num(rule['entropy_rise'])}×)"
+        parts.append(said)
+        values.update(entropy=recent, entropy_start=start, rise=recent / start, entropy_rise=rule["entropy_rise"])
+    parts.append(f"{_pct(invalid)} of answers invalid, from {_pct(invalid_start)} at the start "
+                 f"(threshold {_pct(rule['min_invalid'])})")
+    parts += _length_seen(history, window, values)
+    return _finding(history, "degeneration", rule["severity"], "; ".join(parts), **values)
+
+
+def _length_seen(history: History, window: int, values: dict) -> list[str]:
+    """What the lengths say, against max_completion_length when it is known (added to ``values``)."""
+    said = []
+    length = _recent(history.series("response_length/mean") or [], window)
+    limit = history.max_completion_length
+    if length is not None:
+        values["length"] = length
+        if limit and limit > 0:
+            values["max_completion_length"] = float(limit)
+            where = "at" if length >= _PINNED_MEAN_LENGTH * limit else "under"
+            said.append(f"mean length {_num(length)}, {where} the {limit}-token limit")
+        else:
+            said.append(f"mean length {_num(length)}")
+    truncated = _recent(history.series("truncated_ratio") or [], window)
+    if truncated is not None:
+        values["truncated_ratio"] = truncated
+        said.append(f"{_pct(truncated)} truncated at the limit")
+    return said
+
+
 def _ratio_rule(kind: str, metric: str, describe: Callable[[float, float], str]):
     """A rule that opens when the smoothed share ``metric`` reaches ``max_ratio``."""
 
@@ -298,6 +370,7 @@ _STEP_RULES = {
     "majority_lock_in": _majority_lock_in,
     "pass_at_k_divergence": _pass_at_k_divergence,
     "length_collapse": _length_collapse,
+    "degeneration": _degeneration,
     "invalid_answers": _ratio_rule(
         "invalid_answers", "invalid_ratio",
         lambda ratio, limit: f"{_pct(ratio)} of rollouts have no valid boxed answer (threshold {_pct(limit)})",
@@ -313,6 +386,13 @@ _STEP_RULES = {
 
 
 # --------------------------------------------------------------------------- series helpers
+
+
+def _mostly_invalid(history: History, window: int) -> float | None:
+    """The smoothed invalid_ratio when at least half the answers are invalid (a vote cast by a minority), else
+    None: then fewer distinct answers or narrower sampling is not the answers converging."""
+    invalid = _recent(history.series("invalid_ratio") or [], window)
+    return invalid if invalid is not None and invalid >= _MOSTLY_INVALID else None
 
 
 def _logged(values: Sequence[float | None] | None) -> list[float]:

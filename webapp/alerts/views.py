@@ -7,7 +7,9 @@ from django.shortcuts import redirect, render
 from rl.params import FieldError
 from webapp.accounts.access import require_role, role_in, team_or_404
 from webapp.accounts.models import Membership
+from webapp.numbers import whole_number
 
+from . import engine
 from .rule_specs import RULES, resolve_thresholds, validate_overrides
 from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
 
@@ -65,6 +67,13 @@ def _settings_action(request, team) -> str:
     if action == "delete_webhook":
         Webhook.objects.filter(team=team, pk=request.POST.get("webhook") or 0).delete()
         return "webhook removed"
+    if action == "test_webhook":
+        asked = request.POST.get("webhook", "")
+        webhook = Webhook.objects.filter(team=team, pk=whole_number(asked) or 0).first()
+        if webhook is None:
+            raise FieldError("webhook", f"no webhook with id {asked[:20]} in team {team.name}")
+        engine.send_test(webhook, request.user)
+        return f"test sent to {webhook.url}: its delivery is listed below"
     if action == "save_rules":
         overrides = validate_overrides(_overrides_from_form(request.POST))
         TeamAlertRules.objects.update_or_create(team=team, defaults={"overrides": overrides, "updated_by": request.user})

@@ -1,0 +1,101 @@
+"""The team's alert pages in headless Chromium against the real stack (daphne, the alerts worker): acknowledging
+several alerts at once on /teams/{id}/alerts/, and sending a webhook a test from /teams/{id}/alert-settings/, its
+delivery listed in a table that stays inside its card."""
+import time
+
+import pytest
+
+from tests.alerts.receiver import Receiver
+from tests.e2e.helpers import sign_in
+from tests.factories import make_prompt_set, team_of
+from webapp.alerts.models import Alert, Webhook, WebhookDelivery
+from webapp.runs.models import Run
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def team(live_user):
+    return team_of(live_user)  # grace is its admin, so she may act on both pages
+
+
+@pytest.fixture
+def alerts(team, live_user):
+    run = Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(live_user, team=team), max_steps=9,
+                             created_by=live_user)
+
+    def alert(rule, state="open"):
+        return Alert.objects.create(team=team, run=run, rule=rule, message=f"{rule} seen", step=3, last_step=3,
+                                    state=state)
+
+    return [alert("entropy_collapse"), alert("majority_lock_in"), alert("degeneration"),
+            alert("length_collapse", state="resolved")]
+
+
+def test_a_member_ticks_several_alerts_and_acknowledges_them_with_one_button(
+        live_stack, transactional_db, browser_page, session_key, team, alerts):
+    page = browser_page
+    sign_in(page, live_stack, session_key)
+    page.goto(f"{live_stack.url}/teams/{team.pk}/alerts/")
+    first, second, third, _ = alerts
+    button = page.locator("#acknowledge-selected")
+    assert button.is_disabled() and page.locator("#alerts-table input.pick").count() == 3  # the resolved one is off
+
+    page.check(f"input.pick[value='{first.pk}']")
+    page.check(f"input.pick[value='{second.pk}']")
+    assert button.text_content() == "Acknowledge selected (2)"
+    button.click()
+    for alert in (first, second):
+        page.wait_for_selector(f"#alerts-table tr[data-alert-id='{alert.pk}'][data-state=acknowledged]")
+    assert page.locator(f"#alerts-table tr[data-alert-id='{third.pk}'][data-state=open] input.pick").count() == 1
+    assert button.is_disabled()
+    assert {a.pk: a.state for a in Alert.objects.filter(pk__in=[first.pk, second.pk, third.pk])} == {
+        first.pk: "acknowledged", second.pk: "acknowledged", third.pk: "open"}
+    assert Alert.objects.get(pk=first.pk).acknowledged_by.username == "grace"
+
+    # the third closes with its run while it is ticked on a page that has not heard yet: nothing is acknowledged
+    # and the page says which alert stood in the way
+    page.check("#select-all")
+    Alert.objects.filter(pk=third.pk).update(state=Alert.CLOSED)
+    button.click()
+    page.wait_for_selector("#bulk-error:not([hidden])")
+    assert page.text_content("#bulk-error") == (f"alert {third.pk} is already closed: only active alerts can be "
+                                                "acknowledged; none was")
+
+
+def test_an_admin_sends_a_webhook_a_test_and_sees_it_delivered_in_a_table_that_fits_its_card(
+        live_stack, transactional_db, browser_page, session_key, team):
+    page = browser_page
+    sign_in(page, live_stack, session_key)
+    page.set_viewport_size({"width": 1024, "height": 800})
+    with Receiver() as receiver:
+        hook = Webhook.objects.create(team=team, url=receiver.url)
+        # an earlier failure with a long address and reason, the kind that used to widen the table past its card
+        long_hook = Webhook.objects.create(team=team, url="https://hooks.example.org/services/" + "T0ABCDEF/" * 12)
+        WebhookDelivery.objects.create(webhook=long_hook, event="opened", status="failed", attempts=5,
+                                       last_error="the endpoint closed the connection without answering " * 3)
+        page.goto(f"{live_stack.url}/teams/{team.pk}/alert-settings/")
+        page.click(f"#webhooks tr[data-webhook='{hook.pk}'] button.send-test")
+        page.wait_for_selector("text=test sent to " + receiver.url)
+        deadline = time.monotonic() + 60
+        while not receiver.received and time.monotonic() < deadline:
+            time.sleep(0.2)
+    assert receiver.received, "the alerts worker never delivered the test"
+    body = receiver.received[0]["body"]
+    assert body["event"] == "test" and body["text"].endswith("sent by grace: this webhook works")
+
+    for _ in range(50):  # the row is written delivered just after the receiver answered
+        page.reload()
+        if page.locator("#deliveries tr.delivery-delivered").count():
+            break
+        page.wait_for_timeout(200)
+    row = page.locator("#deliveries tr.delivery-delivered")
+    assert row.locator("td").nth(2).text_content() == "test" and row.locator("td.reason").text_content() == "HTTP 200"
+    failed = page.locator("#deliveries tr.delivery-failed td.reason")
+    assert failed.text_content().endswith("…") and len(failed.text_content()) <= 80
+    fits = page.evaluate("""() => {
+        const table = document.getElementById("deliveries"), card = table.closest(".card");
+        return {table: table.getBoundingClientRect().right, card: card.getBoundingClientRect().right,
+                scroll: document.documentElement.scrollWidth, view: document.documentElement.clientWidth};
+    }""")
+    assert fits["table"] <= fits["card"] and fits["scroll"] <= fits["view"], fits
