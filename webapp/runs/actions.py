@@ -13,7 +13,7 @@ from webapp.numbers import is_whole_number, whole_number
 from webapp.plain_text import control_character
 from webapp.prompts.models import PromptSet
 
-from . import lifecycle, model_names
+from . import lifecycle, model_names, presets
 from .models import Run, RunEvent
 
 MAX_STEPS_LIMIT = 100_000
@@ -34,12 +34,15 @@ def queue_for(gpus: int) -> str:
 
 def launch_run(*, user, name, method, prompt_set, team=None, eval_prompt_set=None, model="default",
                hyperparameters=None, max_steps=None, seed=0, gpus=None, queue=None, tags=None, cloned_from=None,
-               nodes=None, engine_options=None, embedding_model="") -> Run:
+               nodes=None, engine_options=None, embedding_model="", preset=None) -> Run:
     """Create a queued run in the prompt set's team and queue it: the one front door of a launch, for the API's
     JSON, the launch form's fields and a clone's stored settings alike. `prompt_set`, `eval_prompt_set` (ids, as
     JSON numbers or text) and `team` (an id or a name) are as the client gave them and are resolved here; the
     user must be a member or admin of the prompt set's team (PermissionDenied otherwise). `cloned_from`: the run
-    this one was cloned from (the launch form pre-filled from it), recorded as such."""
+    this one was cloned from (the launch form pre-filled from it), recorded as such. `preset`: the preset
+    (presets.py) whose values lie under the hyperparameters and max_steps given; None: the one
+    presets.default_preset picks for the model and its queue (the API's default: the small CPU preset for the
+    default policy on a CPU worker)."""
     name = _plain_text(name, "name", Run._meta.get_field("name").max_length)
     if not name:
         raise FieldError("name", "a run needs a name")
@@ -54,7 +57,15 @@ def launch_run(*, user, name, method, prompt_set, team=None, eval_prompt_set=Non
     # against the alert rules, not the method's schema, and never reach the trainer.
     alert_rules = hyperparameters.pop("alert_rules", None)
     spec = get_method(method)
-    hyperparameters = validate_hyperparameters(method, hyperparameters)
+    # names, never paths on the worker: the worker finds their folders (model_names.resolve)
+    model = model_names.check(user, _plain_text(model or "default", "model", Run._meta.get_field("model").max_length),
+                              "model")
+    gpus = _whole_number(default_gpus(model) if gpus in (None, "") else gpus, "gpus", 0, MAX_GPUS)
+    start = presets.preset_values(method, presets.default_preset(model, gpus) if preset is None
+                                  else presets.check(preset))
+    hyperparameters = validate_hyperparameters(method, {**start["hyperparameters"], **hyperparameters})
+    if max_steps in (None, ""):
+        max_steps = start["max_steps"]
     if alert_rules:
         hyperparameters["alert_rules"] = validate_overrides(alert_rules)
     if eval_prompt_set is not None:
@@ -71,12 +82,8 @@ def launch_run(*, user, name, method, prompt_set, team=None, eval_prompt_set=Non
                                        f"has no labels{hint}")
     max_steps = _whole_number(20 if max_steps in (None, "") else max_steps, "max_steps", 1, MAX_STEPS_LIMIT)
     seed = _whole_number(seed or 0, "seed", 0, MAX_SEED)
-    # names, never paths on the worker: the worker finds their folders (model_names.resolve)
-    model = model_names.check(user, _plain_text(model or "default", "model", Run._meta.get_field("model").max_length),
-                              "model")
     embedding_model = model_names.check(user, _plain_text(
         embedding_model, "embedding_model", Run._meta.get_field("embedding_model").max_length), "embedding_model")
-    gpus = _whole_number(default_gpus(model) if gpus in (None, "") else gpus, "gpus", 0, MAX_GPUS)
     nodes = _whole_number(1 if nodes in (None, "") else nodes, "nodes", 1, MAX_NODES)
     if engine_options not in (None, "", {}) and not isinstance(engine_options, dict):
         raise FieldError("engine_options", "engine_options must be an object: partition, account, time_limit, sbatch")
@@ -263,6 +270,7 @@ def clone_run(run: Run, *, user, name=None) -> Run:
     _trained_here(run, "repeat")
     clone = launch_run(
         user=user,
+        preset=presets.PAPER,  # the stored settings are whole; one a run predates takes its method's default
         name=name or f"{run.name} (clone)",
         method=run.method,
         prompt_set=run.prompt_set_id,
@@ -280,3 +288,4 @@ def clone_run(run: Run, *, user, name=None) -> Run:
         cloned_from=run,
     )
     return clone
+

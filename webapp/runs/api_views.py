@@ -52,7 +52,7 @@ def runs(request):
         return JsonResponse({"runs": [r.to_json() for r in runs[:500]]})
     data = json_body(request)
     fields = ("name", "method", "prompt_set", "team", "eval_prompt_set", "model", "embedding_model", "hyperparameters",
-              "max_steps", "seed", "gpus", "nodes", "engine_options", "tags")
+              "max_steps", "seed", "gpus", "nodes", "engine_options", "tags", "preset")
     run = launch_run(user=request.user, **{field: data[field] for field in fields if field in data})
     return JsonResponse(run.to_json(), status=201)
 
