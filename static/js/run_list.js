@@ -31,6 +31,18 @@
   // every step it logs.
   const absent = {};
 
+  // The row's progress bar: steps logged of the total (a <progress>, whose value screen readers announce).
+  function setProgress(bar, last, total) {
+    if (!bar) return;
+    const planned = Number(total);
+    bar.hidden = !(planned > 0);
+    if (bar.hidden) return;
+    const done = Math.max(0, Math.min(planned, Number(last) || 0));
+    bar.max = planned;
+    bar.value = done;
+    bar.textContent = Math.round(100 * done / planned) + "%";
+  }
+
   function applyRun(message) {
     const row = rowOf(message.id);
     if (!row) {
@@ -62,6 +74,7 @@
       const last = message.last_step === null || message.last_step === undefined ? "—" : String(message.last_step);
       const total = message.total_steps === undefined ? row.dataset.totalSteps : message.total_steps;
       step.textContent = last + " / " + (total === null || total === "" ? "—" : total);
+      setProgress(row.querySelector('[data-field="progress"]'), message.last_step, total);
     }
     const name = row.querySelector(".run-name");
     if (name && typeof message.name === "string") name.textContent = message.name;

@@ -2,6 +2,7 @@
 naming the field (webapp/api.py answers it as JSON, the launch form marks the field)."""
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from rl.launch import slurm_options
 from rl.methods import get_method, validate_hyperparameters
@@ -12,6 +13,7 @@ from webapp.alerts.rule_specs import validate_overrides
 from webapp.numbers import is_whole_number, whole_number
 from webapp.plain_text import control_character
 from webapp.prompts.models import PromptSet
+from webapp.tasks import DELETE_RUN_FILES, send_on_commit
 
 from . import lifecycle, model_names, presets
 from .models import Run, RunEvent
@@ -289,3 +291,71 @@ def clone_run(run: Run, *, user, name=None) -> Run:
     )
     return clone
 
+
+EDITABLE = ("name", "notes", "tags", "archived")
+MAX_NOTES = 20_000
+
+
+def update_run(run: Run, user, changes: dict) -> Run:
+    """A member renames, annotates, re-tags, archives or brings back a run (any run of the team, trained here or
+    elsewhere, in any state): only the fields in `changes`, each checked as a launch checks it."""
+    require_role(user, run.team_id, Membership.MEMBER)
+    unknown = sorted(set(changes) - set(EDITABLE))
+    if unknown:
+        raise FieldError(unknown[0], f"{unknown[0]!r} cannot be changed; a run's {', '.join(EDITABLE)} can")
+    fields = {}
+    if "name" in changes:
+        fields["name"] = _plain_text(changes["name"], "name", Run._meta.get_field("name").max_length)
+        if not fields["name"]:
+            raise FieldError("name", "a run needs a name")
+    if "notes" in changes:
+        fields["notes"] = _notes(changes["notes"])
+    if "tags" in changes:
+        fields["tags"] = _clean_tags(changes["tags"])
+    if "archived" in changes:
+        if not isinstance(changes["archived"], bool):
+            raise FieldError("archived", f"archived must be true or false, not {changes['archived']!r}")
+        if changes["archived"] != (run.archived_at is not None):
+            fields["archived_at"] = timezone.now() if changes["archived"] else None
+    if fields:
+        with transaction.atomic():
+            Run.objects.filter(pk=run.pk).update(**fields)
+            lifecycle.announce(run.pk)  # its page and its team's list show the new name at once
+    run.refresh_from_db()
+    return run
+
+
+def _notes(value) -> str:
+    """Notes are free text over several lines: newlines and tabs are kept, other control characters refused."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise FieldError("notes", f"notes must be text, not {value!r}")
+    if len(value) > MAX_NOTES:
+        raise FieldError("notes", f"notes are {len(value):,} characters long; at most {MAX_NOTES:,} are accepted")
+    bad = control_character(value.replace("\n", "").replace("\t", "").replace("\r", ""))
+    if bad is not None:
+        raise FieldError("notes", f"notes hold the control character {bad!a}; use printable text")
+    return value.strip()
+
+
+def delete_run(run: Run, user) -> None:
+    """A member deletes an ended run with everything of it: its rows here (events, groups, rollouts, metrics,
+    alerts, history) and, through a worker of its queue (the web never touches the workers' disk), its run
+    directory with its checkpoints. A queued or running run is refused (409): cancel it first, so that no
+    trainer is writing into the directory being removed."""
+    require_role(user, run.team_id, Membership.MEMBER)
+    if not run.is_terminal:
+        raise FieldError("state", f"run {run.pk} is {run.state}: cancel it first, then delete it", status=409)
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if not run.is_terminal:  # resumed meanwhile
+            raise FieldError("state", f"run {run.pk} is {run.state}: cancel it first, then delete it", status=409)
+        # The biggest tables first, each in one statement (Django's cascade would read every group into memory).
+        run.rollouts.all()._raw_delete(run.rollouts.db)
+        run.groups.all()._raw_delete(run.groups.db)
+        run.events.all()._raw_delete(run.events.db)
+        run_id = run.pk
+        run.delete()
+        if not run.is_external:  # a run trained elsewhere has no directory on our workers
+            send_on_commit(DELETE_RUN_FILES, [run_id], queue=run.queue)
