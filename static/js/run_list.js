@@ -45,14 +45,17 @@
 
   function applyRun(message) {
     const row = rowOf(message.id);
+    // what a row's presence depends on: the state filter and whether the list shows archived runs
+    const seen = message.state + (message.archived ? " archived" : "");
     if (!row) {
-      if (absent[message.id] === message.state) return;
-      absent[message.id] = message.state;
+      if (absent[message.id] === seen) return;
+      absent[message.id] = seen;
       scheduleReload();
       return;
     }
-    if (config.state_filter && message.state !== config.state_filter) {
-      absent[message.id] = message.state;
+    if ((config.state_filter && message.state !== config.state_filter) ||
+        (typeof message.archived === "boolean" && message.archived !== config.archived_filter)) {
+      absent[message.id] = seen;
       scheduleReload();
       return;
     }

@@ -67,11 +67,17 @@ def test_a_member_renames_annotates_retags_archives_and_deletes_an_ended_run_fro
     assert page.eval_on_selector_all(f"{row(run.pk)} .tags .chip", "cs => cs.map(c => c.textContent)") == [
         "baseline", "<i>x</i>"]
 
-    # Archived: out of the run list; the Archived filter shows it.
+    # Archived: out of the run list (one open in another tab drops its row live); the Archived filter shows it.
+    listing = page.context.browser.new_page()
+    sign_in(listing, live_stack, session_key)
+    listing.goto(live_stack.url + "/")
+    listing.wait_for_function("() => document.getElementById('live-indicator').textContent === 'live'")
+    listing.wait_for_selector(row(run.pk))
     page.goto(f"{live_stack.url}/runs/{run.pk}/")
     page.click("#edit-run summary")
     page.click("#archive-form button[type=submit]")
     page.wait_for_selector("#archived-badge")
+    listing.wait_for_selector(row(run.pk), state="detached")
     page.goto(live_stack.url + "/")
     page.wait_for_selector("#runs tbody")
     assert page.query_selector(row(run.pk)) is None

@@ -48,6 +48,8 @@ def run_message(run: Run) -> dict:
         "total_steps": run.total_steps,
         **run.clock_json(),
         "engine_reason": run.engine_reason,
+        # an open run list drops (or, showing archived runs, takes) a row whose run was archived or brought back
+        "archived": run.archived_at is not None,
     }
 
 

@@ -41,7 +41,7 @@ class RunListing:
 
     def live_config(self) -> dict:
         return {"teams": [t.pk for t in self.teams], "health": [{"name": n, "decimals": d} for n, _, d in HEALTH_COLUMNS],
-                "state_filter": self.filters["state"]}
+                "state_filter": self.filters["state"], "archived_filter": bool(self.filters["archived"])}
 
 
 def run_listing(request) -> RunListing:
