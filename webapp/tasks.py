@@ -27,6 +27,7 @@ GROUP_EXTERNAL_ROLLOUTS = "workers.tasks.group_external_rollouts"
 EMBED_EXTERNAL_GROUPS = "workers.tasks.embed_external_groups"
 RESEND_EXTERNAL_ROLLOUTS = "workers.tasks.resend_external_rollouts"
 INDEX_ROLLOUT_TEXT = "workers.tasks.index_rollout_text"
+DELETE_RUN_FILES = "workers.tasks.delete_run_files"
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,10 @@ database calls of a poll, made to outlast a database that goes away for a while.
 import json
 import logging
 import os
+import shutil
 import time
 
+from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
 from rl.methods import get_method
@@ -24,6 +26,17 @@ def uses_references(run: Run) -> bool:
     """Whether the run's method reads y* with these hyperparameters (Method.reference_field_for): a
     variant that votes its own reference runs label-free and gets no reference at all."""
     return get_method(run.method).reference_field_for(run.hyperparameters) is not None
+
+
+def delete_run_dir(run_id: int) -> bool:
+    """Remove a deleted run's directory (its prompts, event log and checkpoints); False when there was none.
+    Only once its row is gone: a run still stored keeps its files."""
+    folder = settings.RUNS_DIR / str(int(run_id))
+    if Run.objects.filter(pk=run_id).exists() or not folder.is_dir():
+        return False
+    shutil.rmtree(folder)
+    log.info("run %s: deleted its directory %s", run_id, folder)
+    return True
 
 
 def set_aside_stale_run_dir(run: Run) -> None:

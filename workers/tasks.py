@@ -7,10 +7,11 @@ from webapp.prompts import uploads
 from webapp.runs import lifecycle
 from webapp.external import grouping, similarity
 from webapp.explorer import text_search
-from webapp.tasks import (CHECK_STALLED, DELIVER_WEBHOOK, EMBED_EXTERNAL_GROUPS, GROUP_EXTERNAL_ROLLOUTS,
+from webapp.tasks import (CHECK_STALLED, DELETE_RUN_FILES, DELIVER_WEBHOOK, EMBED_EXTERNAL_GROUPS, GROUP_EXTERNAL_ROLLOUTS,
                           INDEX_ROLLOUT_TEXT, PARSE_PROMPT_UPLOAD, REAP_RUNS, RESEND_EXTERNAL_ROLLOUTS,
                           RESEND_PROMPT_UPLOADS, SEND_ALERT_EMAIL, TRAIN_RUN)
 
+from .run_io import delete_run_dir
 from .supervisor import supervise
 
 
@@ -18,6 +19,12 @@ from .supervisor import supervise
 def train_run(run_id: int):
     """Train one run (only a queued run is claimed)."""
     return supervise(run_id)
+
+
+@shared_task(name=DELETE_RUN_FILES)
+def delete_run_files(run_id: int):
+    """A deleted run's directory and checkpoints, on the workers' disk (sent to the run's queue)."""
+    return delete_run_dir(run_id)
 
 
 @shared_task(name=DELIVER_WEBHOOK, bind=True, max_retries=None)

@@ -14,6 +14,7 @@
   const evalSelect = document.getElementById("eval-set-select");
   const modelInput = form.querySelector("input[name=model]");
   const maxStepsInput = form.querySelector("input[name=max_steps]");
+  const gpusInput = form.querySelector("input[name=gpus]");
   const presetInput = document.getElementById("preset-input");
   const presetHint = document.getElementById("preset-hint");
   // A fresh form follows the model's preset until the user edits a hyperparameter.
@@ -61,9 +62,12 @@
     }
   }
 
+  // The server's rule (presets.default_preset): the small preset for a small model on a CPU queue.
   function defaultPreset() {
-    const model = modelInput ? modelInput.value.trim() : "default";
-    return model === "" || model === "default" ? "small_cpu" : "paper";
+    const rule = config.default_preset;
+    const model = (modelInput ? modelInput.value.trim() : "") || "default";
+    const gpus = gpusInput ? Number(gpusInput.value || 0) : 0;
+    return rule.models.indexOf(model) >= 0 && !gpus ? rule.on_cpu : rule.otherwise;
   }
 
   form.querySelectorAll("button.preset").forEach(function (button) {
@@ -97,11 +101,9 @@
       if (current) applyPreset(current);
     });
   }
-  if (modelInput) {
-    modelInput.addEventListener("change", function () {
-      if (followModel) applyPreset(defaultPreset());
-    });
-  }
+  [modelInput, gpusInput].forEach(function (input) {
+    if (input) input.addEventListener("change", function () { if (followModel) applyPreset(defaultPreset()); });
+  });
 
   // --- team → prompt sets, eval sets, alert thresholds ---
   function fillSelect(select, sets, emptyLabel, describe) {

@@ -31,16 +31,31 @@
   // every step it logs.
   const absent = {};
 
+  // The row's progress bar: steps logged of the total (a <progress>, whose value screen readers announce).
+  function setProgress(bar, last, total) {
+    if (!bar) return;
+    const planned = Number(total);
+    bar.hidden = !(planned > 0);
+    if (bar.hidden) return;
+    const done = Math.max(0, Math.min(planned, Number(last) || 0));
+    bar.max = planned;
+    bar.value = done;
+    bar.textContent = Math.round(100 * done / planned) + "%";
+  }
+
   function applyRun(message) {
     const row = rowOf(message.id);
+    // what a row's presence depends on: the state filter and whether the list shows archived runs
+    const seen = message.state + (message.archived ? " archived" : "");
     if (!row) {
-      if (absent[message.id] === message.state) return;
-      absent[message.id] = message.state;
+      if (absent[message.id] === seen) return;
+      absent[message.id] = seen;
       scheduleReload();
       return;
     }
-    if (config.state_filter && message.state !== config.state_filter) {
-      absent[message.id] = message.state;
+    if ((config.state_filter && message.state !== config.state_filter) ||
+        (typeof message.archived === "boolean" && message.archived !== config.archived_filter)) {
+      absent[message.id] = seen;
       scheduleReload();
       return;
     }
@@ -62,6 +77,7 @@
       const last = message.last_step === null || message.last_step === undefined ? "—" : String(message.last_step);
       const total = message.total_steps === undefined ? row.dataset.totalSteps : message.total_steps;
       step.textContent = last + " / " + (total === null || total === "" ? "—" : total);
+      setProgress(row.querySelector('[data-field="progress"]'), message.last_step, total);
     }
     const name = row.querySelector(".run-name");
     if (name && typeof message.name === "string") name.textContent = message.name;

@@ -33,8 +33,16 @@
     }).catch(function () { thinned[name] = true; });
   }
   board.setOrigin(KEY, initial.time_origin);
-  // While a run can still log, its key metrics get a chart up front, filled as steps arrive.
-  if (TERMINAL.indexOf(run.state) < 0) initial.chart_metrics.forEach(function (n) { board.ensureChart(n); });
+  // While a run can still log, its key metrics get a chart, filled as steps arrive; before its first step the
+  // page says it waits for it instead of showing empty axes.
+  const waiting = document.getElementById("charts-waiting");
+  function chartsUp() {
+    if (waiting.dataset.up) return;
+    waiting.dataset.up = "1";
+    waiting.hidden = true;
+    if (TERMINAL.indexOf(run.state) < 0) initial.chart_metrics.forEach(function (n) { board.ensureChart(n); });
+  }
+  if (Object.keys(initial.metrics).length || TERMINAL.indexOf(run.state) >= 0) chartsUp(); else waiting.hidden = false;
   Object.keys(initial.metrics).forEach(function (name) {
     const s = initial.metrics[name];
     board.add(name, KEY, s.steps, s.values, s.times);
@@ -43,7 +51,6 @@
   // Markers: resumes and alerts, redrawn whenever either changes.
   const resumes = (initial.resumes || []).slice();
   const alerts = {};
-  let started = !!initial.started;
 
   function redrawMarkers() {
     const markers = resumes.filter(function (r) { return r.step !== null && r.step !== undefined; }).map(function (r) {
@@ -213,9 +220,9 @@
 
   let state = run.state;
   let lastStep = run.last_step;
-  let startedAt = initial.time_origin !== null && initial.time_origin !== undefined ? initial.time_origin * 1000 :
-    (run.started_at ? Date.parse(run.started_at) : null);
-  let finishedAt = run.finished_at ? Date.parse(run.finished_at) : null;
+  // The server's one definition of the run's times (Run.clock_json), on load and in every status message:
+  // when a worker first took it, and elapsed = the training time it had ended plus the stretch under way.
+  let clock = run;
 
   function formatTime(ms) {
     if (ms === null || isNaN(ms)) return "—";
@@ -223,6 +230,15 @@
   }
 
   function setText(id, text) { const n = document.getElementById(id); if (n) n.textContent = text; }
+
+  // The step shown and the progress bar beside it (step / total steps).
+  function showStep(step) {
+    setText("run-step", String(step));
+    const bar = document.querySelector('[data-field="progress"]');
+    if (!bar || !run.total_steps) return;
+    bar.value = Math.max(0, Math.min(run.total_steps, step));
+    bar.textContent = Math.round(100 * bar.value / run.total_steps) + "%";
+  }
 
   // ETA from the step rate of the recent steps since the last resume.
   function eta() {
@@ -241,12 +257,11 @@
   }
 
   function tick() {
-    setText("started-at", formatTime(startedAt));
-    setText("finished-at", TERMINAL.indexOf(state) >= 0 ? formatTime(finishedAt) : "—");
-    // A finished run's clock stops at its finish (or, unrecorded, at its last event).
-    const lastEvent = initial.last_event_time ? initial.last_event_time * 1000 : null;
-    const end = TERMINAL.indexOf(state) >= 0 ? (finishedAt || lastEvent || Date.now()) : Date.now();
-    setText("elapsed", startedAt === null || state === "queued" && !started ? "—" : C.formatDuration((end - startedAt) / 1000));
+    setText("started-at", formatTime(clock.started_at ? Date.parse(clock.started_at) : null));
+    setText("finished-at", TERMINAL.indexOf(state) >= 0 && clock.finished_at ? formatTime(Date.parse(clock.finished_at)) : "—");
+    const since = clock.training_since ? Date.parse(clock.training_since) : null;
+    const seconds = (clock.trained_seconds || 0) + (since === null ? 0 : Math.max(0, Date.now() - since) / 1000);
+    setText("elapsed", clock.started_at ? C.formatDuration(seconds) : "—");
     const e = eta();
     setText("eta", e === null ? "—" : (e === 0 ? "finishing" : "~" + C.formatDuration(e)));
   }
@@ -291,13 +306,12 @@
 
   function applyRun(r) {
     showEngine(r.engine);
-    if (r.started_at && startedAt === null) startedAt = Date.parse(r.started_at);
-    finishedAt = r.finished_at ? Date.parse(r.finished_at) : null;
+    if ("trained_seconds" in r) clock = r;
     // the highest step logged, as the metrics handler keeps it: a status read before the latest step was
     // stored may arrive after that step's metrics
     if (r.last_step !== null && (lastStep === null || r.last_step > lastStep)) {
       lastStep = r.last_step;
-      setText("run-step", String(r.last_step));
+      showStep(r.last_step);
     }
     setState(r.state, r.message);
   }
@@ -363,8 +377,9 @@
       // restarting drops pushes): the missing steps, this one with them, are read from the API
       // instead (the board appends only steps after its last).
       const had = board.lastStep(KEY);
-      if (lastStep === null || m.step > lastStep) { lastStep = m.step; setText("run-step", String(m.step)); }
+      if (lastStep === null || m.step > lastStep) { lastStep = m.step; showStep(m.step); }
       if (had !== null && m.step > had + 1) { catchUp(had); return; }
+      chartsUp();
       Object.keys(m.values).forEach(function (name) { board.add(name, KEY, [m.step], [m.values[name]], [m.time]); });
       tick();
     },
@@ -374,7 +389,6 @@
     // the API gives it, with the history row that caused it.
     status: function (m) {
       if (m.transition) { liveTransitions.push(m.transition); addTransition(m.transition); }
-      if (m.state === "running") started = true;
       applyRun(m);
     },
     // A trainer started again: the marker goes at the step it had logged before (the server says which).
@@ -433,6 +447,7 @@
     const last = after === undefined ? board.lastStep(KEY) : after;
     const since = last === null ? "" : "?since_step=" + (last - 1);
     C.getJSON("/api/runs/" + runId + "/metrics" + since).then(function (data) {
+      if (Object.keys(data.metrics || {}).length) chartsUp();
       Object.keys(data.metrics || {}).forEach(function (name) {
         const s = data.metrics[name];
         board.add(name, KEY, s.steps, s.values, s.times);

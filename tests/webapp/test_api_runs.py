@@ -4,6 +4,7 @@ import pytest
 
 from tests.factories import event_log, make_prompt_set
 from webapp.runs.models import Run
+from webapp.runs.presets import SMALL_CPU, preset_values
 from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db
@@ -43,14 +44,42 @@ def test_it_lists_intuitor_and_empo_with_their_papers_defaults_and_where_they_co
         assert defaults["n_votes"] == group_size == defaults["n_train"]
 
 
-def test_it_queues_a_run_with_the_papers_defaults(api_client, prompt_set, no_enqueue, django_capture_on_commit_callbacks):
+def test_it_queues_a_default_model_run_with_the_small_cpu_preset_the_form_preselects(
+        api_client, prompt_set, no_enqueue, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
-        response = post_run(api_client, name="first", method="ttrl", prompt_set=prompt_set.pk, max_steps=2)
+        response = post_run(api_client, name="first", method="ttrl", prompt_set=prompt_set.pk)
     assert response.status_code == 201, response.content
     run = response.json()
     assert run["state"] == "queued" and run["queue"].endswith("cpu")
-    assert run["hyperparameters"]["n_votes"] == 64
+    small = preset_values("ttrl", SMALL_CPU)
+    assert run["hyperparameters"] == small["hyperparameters"] and run["max_steps"] == small["max_steps"]
     assert no_enqueue == [([run["id"]], run["queue"])]
+
+
+def test_it_queues_the_papers_defaults_when_the_paper_preset_is_asked_for(api_client, prompt_set, no_enqueue):
+    run = post_run(api_client, name="p", method="ttrl", prompt_set=prompt_set.pk, preset="paper").json()
+    assert run["hyperparameters"]["n_votes"] == 64 and run["hyperparameters"]["max_completion_length"] == 12288
+
+
+def test_a_gpu_run_or_another_model_starts_from_the_papers_settings(api_client, prompt_set, no_enqueue):
+    on_gpu = post_run(api_client, name="g", method="ttrl", prompt_set=prompt_set.pk, gpus=1).json()
+    other = post_run(api_client, name="o", method="ttrl", prompt_set=prompt_set.pk, model="qwen2.5-math-1.5b").json()
+    assert on_gpu["hyperparameters"]["n_votes"] == 64 and other["hyperparameters"]["n_votes"] == 64
+
+
+def test_the_clients_hyperparameters_and_steps_override_the_preset(api_client, prompt_set, no_enqueue):
+    run = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, max_steps=3,
+                   hyperparameters={"n_votes": 6, "temperature": 0.7}).json()
+    assert run["max_steps"] == 3
+    hp = run["hyperparameters"]
+    assert (hp["n_votes"], hp["temperature"], hp["max_completion_length"]) == (6, 0.7, 96)
+
+
+@pytest.mark.parametrize("preset", ["fast", "", 3])
+def test_it_rejects_an_unknown_preset_naming_it(api_client, prompt_set, no_enqueue, preset):
+    response = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, preset=preset)
+    assert response.status_code == 400 and response.json()["field"] == "preset"
+    assert "small_cpu" in response.json()["error"]
 
 
 def test_a_run_chooses_its_embedder_and_the_trainer_config_carries_its_window_and_pooling(api_client, prompt_set,

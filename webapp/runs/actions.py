@@ -2,6 +2,7 @@
 naming the field (webapp/api.py answers it as JSON, the launch form marks the field)."""
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from rl.launch import slurm_options
 from rl.methods import get_method, validate_hyperparameters
@@ -12,8 +13,9 @@ from webapp.alerts.rule_specs import validate_overrides
 from webapp.numbers import is_whole_number, whole_number
 from webapp.plain_text import control_character
 from webapp.prompts.models import PromptSet
+from webapp.tasks import DELETE_RUN_FILES, send_on_commit
 
-from . import lifecycle, model_names
+from . import lifecycle, model_names, presets
 from .models import Run, RunEvent
 
 MAX_STEPS_LIMIT = 100_000
@@ -34,12 +36,15 @@ def queue_for(gpus: int) -> str:
 
 def launch_run(*, user, name, method, prompt_set, team=None, eval_prompt_set=None, model="default",
                hyperparameters=None, max_steps=None, seed=0, gpus=None, queue=None, tags=None, cloned_from=None,
-               nodes=None, engine_options=None, embedding_model="") -> Run:
+               nodes=None, engine_options=None, embedding_model="", preset=None) -> Run:
     """Create a queued run in the prompt set's team and queue it: the one front door of a launch, for the API's
     JSON, the launch form's fields and a clone's stored settings alike. `prompt_set`, `eval_prompt_set` (ids, as
     JSON numbers or text) and `team` (an id or a name) are as the client gave them and are resolved here; the
     user must be a member or admin of the prompt set's team (PermissionDenied otherwise). `cloned_from`: the run
-    this one was cloned from (the launch form pre-filled from it), recorded as such."""
+    this one was cloned from (the launch form pre-filled from it), recorded as such. `preset`: the preset
+    (presets.py) whose values lie under the hyperparameters and max_steps given; None: the one
+    presets.default_preset picks for the model and its queue (the API's default: the small CPU preset for the
+    default policy on a CPU worker)."""
     name = _plain_text(name, "name", Run._meta.get_field("name").max_length)
     if not name:
         raise FieldError("name", "a run needs a name")
@@ -54,7 +59,15 @@ def launch_run(*, user, name, method, prompt_set, team=None, eval_prompt_set=Non
     # against the alert rules, not the method's schema, and never reach the trainer.
     alert_rules = hyperparameters.pop("alert_rules", None)
     spec = get_method(method)
-    hyperparameters = validate_hyperparameters(method, hyperparameters)
+    # names, never paths on the worker: the worker finds their folders (model_names.resolve)
+    model = model_names.check(user, _plain_text(model or "default", "model", Run._meta.get_field("model").max_length),
+                              "model")
+    gpus = _whole_number(default_gpus(model) if gpus in (None, "") else gpus, "gpus", 0, MAX_GPUS)
+    start = presets.preset_values(method, presets.default_preset(model, gpus) if preset is None
+                                  else presets.check(preset))
+    hyperparameters = validate_hyperparameters(method, {**start["hyperparameters"], **hyperparameters})
+    if max_steps in (None, ""):
+        max_steps = start["max_steps"]
     if alert_rules:
         hyperparameters["alert_rules"] = validate_overrides(alert_rules)
     if eval_prompt_set is not None:
@@ -71,12 +84,8 @@ def launch_run(*, user, name, method, prompt_set, team=None, eval_prompt_set=Non
                                        f"has no labels{hint}")
     max_steps = _whole_number(20 if max_steps in (None, "") else max_steps, "max_steps", 1, MAX_STEPS_LIMIT)
     seed = _whole_number(seed or 0, "seed", 0, MAX_SEED)
-    # names, never paths on the worker: the worker finds their folders (model_names.resolve)
-    model = model_names.check(user, _plain_text(model or "default", "model", Run._meta.get_field("model").max_length),
-                              "model")
     embedding_model = model_names.check(user, _plain_text(
         embedding_model, "embedding_model", Run._meta.get_field("embedding_model").max_length), "embedding_model")
-    gpus = _whole_number(default_gpus(model) if gpus in (None, "") else gpus, "gpus", 0, MAX_GPUS)
     nodes = _whole_number(1 if nodes in (None, "") else nodes, "nodes", 1, MAX_NODES)
     if engine_options not in (None, "", {}) and not isinstance(engine_options, dict):
         raise FieldError("engine_options", "engine_options must be an object: partition, account, time_limit, sbatch")
@@ -263,6 +272,7 @@ def clone_run(run: Run, *, user, name=None) -> Run:
     _trained_here(run, "repeat")
     clone = launch_run(
         user=user,
+        preset=presets.PAPER,  # the stored settings are whole; one a run predates takes its method's default
         name=name or f"{run.name} (clone)",
         method=run.method,
         prompt_set=run.prompt_set_id,
@@ -280,3 +290,72 @@ def clone_run(run: Run, *, user, name=None) -> Run:
         cloned_from=run,
     )
     return clone
+
+
+EDITABLE = ("name", "notes", "tags", "archived")
+MAX_NOTES = 20_000
+
+
+def update_run(run: Run, user, changes: dict) -> Run:
+    """A member renames, annotates, re-tags, archives or brings back a run (any run of the team, trained here or
+    elsewhere, in any state): only the fields in `changes`, each checked as a launch checks it."""
+    require_role(user, run.team_id, Membership.MEMBER)
+    unknown = sorted(set(changes) - set(EDITABLE))
+    if unknown:
+        raise FieldError(unknown[0], f"{unknown[0]!r} cannot be changed; a run's {', '.join(EDITABLE)} can")
+    fields = {}
+    if "name" in changes:
+        fields["name"] = _plain_text(changes["name"], "name", Run._meta.get_field("name").max_length)
+        if not fields["name"]:
+            raise FieldError("name", "a run needs a name")
+    if "notes" in changes:
+        fields["notes"] = _notes(changes["notes"])
+    if "tags" in changes:
+        fields["tags"] = _clean_tags(changes["tags"])
+    if "archived" in changes:
+        if not isinstance(changes["archived"], bool):
+            raise FieldError("archived", f"archived must be true or false, not {changes['archived']!r}")
+        if changes["archived"] != (run.archived_at is not None):
+            fields["archived_at"] = timezone.now() if changes["archived"] else None
+    if fields:
+        with transaction.atomic():
+            Run.objects.filter(pk=run.pk).update(**fields)
+            lifecycle.announce(run.pk)  # its page and its team's list show the new name at once
+    run.refresh_from_db()
+    return run
+
+
+def _notes(value) -> str:
+    """Notes are free text over several lines: newlines and tabs are kept, other control characters refused."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise FieldError("notes", f"notes must be text, not {value!r}")
+    if len(value) > MAX_NOTES:
+        raise FieldError("notes", f"notes are {len(value):,} characters long; at most {MAX_NOTES:,} are accepted")
+    bad = control_character(value.replace("\n", "").replace("\t", "").replace("\r", ""))
+    if bad is not None:
+        raise FieldError("notes", f"notes hold the control character {bad!a}; use printable text")
+    return value.strip()
+
+
+def delete_run(run: Run, user) -> None:
+    """A member deletes an ended run with everything of it: its rows here (events, groups, rollouts, metrics,
+    alerts, history) and, through a worker of its queue (the web never touches the workers' disk), its run
+    directory with its checkpoints. A queued or running run is refused (409): cancel it first, so that no
+    trainer is writing into the directory being removed."""
+    require_role(user, run.team_id, Membership.MEMBER)
+    if not run.is_terminal:
+        raise FieldError("state", f"run {run.pk} is {run.state}: cancel it first, then delete it", status=409)
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run.pk)
+        if not run.is_terminal:  # resumed meanwhile
+            raise FieldError("state", f"run {run.pk} is {run.state}: cancel it first, then delete it", status=409)
+        # The biggest tables first, each in one statement (Django's cascade would read every group into memory).
+        run.rollouts.all()._raw_delete(run.rollouts.db)
+        run.groups.all()._raw_delete(run.groups.db)
+        run.events.all()._raw_delete(run.events.db)
+        run_id = run.pk
+        run.delete()
+        if not run.is_external:  # a run trained elsewhere has no directory on our workers
+            send_on_commit(DELETE_RUN_FILES, [run_id], queue=run.queue)

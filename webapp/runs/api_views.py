@@ -8,7 +8,7 @@ from webapp.api import api_view, error, json_body
 from webapp.metrics import series
 from webapp.numbers import is_whole_number, whole_number
 
-from .actions import cancel_run, clone_run, launch_run, resume_run
+from .actions import cancel_run, clone_run, delete_run, launch_run, resume_run, update_run
 from .models import Run, RunTransition
 from .queries import metric_series_of_runs
 
@@ -52,14 +52,20 @@ def runs(request):
         return JsonResponse({"runs": [r.to_json() for r in runs[:500]]})
     data = json_body(request)
     fields = ("name", "method", "prompt_set", "team", "eval_prompt_set", "model", "embedding_model", "hyperparameters",
-              "max_steps", "seed", "gpus", "nodes", "engine_options", "tags")
+              "max_steps", "seed", "gpus", "nodes", "engine_options", "tags", "preset")
     run = launch_run(user=request.user, **{field: data[field] for field in fields if field in data})
     return JsonResponse(run.to_json(), status=201)
 
 
-@api_view(["GET"])
+@api_view(["GET", "PATCH", "DELETE"])
 @with_run
 def run_detail(request, run):
+    """A run; PATCH changes its name, notes, tags or archived; DELETE removes an ended run and its files."""
+    if request.method == "PATCH":
+        run = update_run(run, request.user, json_body(request))
+    elif request.method == "DELETE":
+        delete_run(run, request.user)
+        return JsonResponse({"deleted": run.pk})
     return JsonResponse(run.to_json())
 
 

@@ -114,7 +114,7 @@ def initial_form(request) -> LaunchForm:
     }
     if values["method"] not in METHODS:
         values["method"] = "ttrl"
-    preset = request.GET.get("preset") if request.GET.get("preset") in presets.TITLES else presets.default_preset("default")
+    preset = request.GET.get("preset") if request.GET.get("preset") in presets.TITLES else presets.default_preset("default", None)
     form = LaunchForm(values=values, hyperparameters={}, alert_values={}, preset=preset, fresh=True,
                       launchable_teams=teams, prompt_sets=sets)
     source = None
@@ -188,7 +188,7 @@ def posted_form(request) -> LaunchForm:
     form = LaunchForm(values=values, hyperparameters={}, alert_values={}, preset=preset, fresh=False,
                       launchable_teams=teams,
                       prompt_sets=list(PromptSet.objects.filter(team__in=teams).select_related("team")))
-    fallback = preset if preset in presets.TITLES else presets.default_preset(values["model"])
+    fallback = preset if preset in presets.TITLES else presets.default_preset(values["model"], whole_number(values["gpus"]))
     for name, spec in METHODS.items():
         shown = presets.preset_values(name, fallback)["hyperparameters"]
         if name == values["method"]:
@@ -281,7 +281,8 @@ def submit(request):
         if values["cloned_from"]:
             cloned_from = Run.objects.visible_to(user).filter(pk=whole_number(values["cloned_from"]) or 0).first()
         run = launch_run(
-            user=user, method=method, hyperparameters=hyperparameters, cloned_from=cloned_from,
+            # the form submits every value of its preset; an input left empty means the method's default
+            user=user, method=method, preset=presets.PAPER, hyperparameters=hyperparameters, cloned_from=cloned_from,
             **{name: values[name] for name in ("name", "team", "prompt_set", "eval_prompt_set", "model",
                                                "embedding_model", "max_steps", "seed", "gpus", "nodes", "tags")},
             engine_options={name: values[field].split() if name == "sbatch" else values[field].strip()
@@ -375,6 +376,9 @@ def context(form: LaunchForm) -> dict:
         "form_config": {
             "presets": presets.form_presets(),
             "preset": form.preset,
+            # presets.default_preset's rule, for the form to follow the model as it is typed
+            "default_preset": {"models": list(presets.SMALL_MODELS), "on_cpu": presets.SMALL_CPU,
+                               "otherwise": presets.PAPER},
             "fresh": form.fresh,
             "prompt_sets": [{"id": s.pk, "name": s.name, "team": s.team_id, "row_count": s.row_count,
                              "has_labels": s.has_labels} for s in sets],

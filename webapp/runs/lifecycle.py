@@ -22,7 +22,8 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from webapp.alerts import engine as alerts
@@ -45,9 +46,10 @@ def run_message(run: Run) -> dict:
         "message": run.message,
         "last_step": run.last_step,
         "total_steps": run.total_steps,
-        "started_at": run.started_at.isoformat() if run.started_at else None,
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        **run.clock_json(),
         "engine_reason": run.engine_reason,
+        # an open run list drops (or, showing archived runs, takes) a row whose run was archived or brought back
+        "archived": run.archived_at is not None,
     }
 
 
@@ -56,12 +58,14 @@ def announce(run_id: int, cause: str | None = None, by=None, worker: str = "") -
     a renamed run or a new reason from its engine), and after commit told to its page and its team (the one
     place both are told)."""
     run = Run.objects.get(pk=run_id)
+    # recorded first: the row's training time counts the change it records
+    transition = RunTransition.record(run, cause, by, worker).to_json() if cause is not None else None
     row = run_message(run)
     # The run page's one word on the run's state: the row as the API gives it (times, message, step), the
     # engine's job and the history row, so the page never reads the run back to learn how it ended.
     status = {**row, "type": "status"}
-    if cause is not None:
-        status["transition"] = RunTransition.record(run, cause, by, worker).to_json()
+    if transition is not None:
+        status["transition"] = transition
     if run.engine and run.engine != "local":
         status["engine"] = run.engine_json()
     push_on_commit(run_id=run.pk, messages=[status])
@@ -103,7 +107,8 @@ def claim(run_id: int, owner: str = "", state: str = Run.RUNNING) -> Run | None:
         with transaction.atomic():
             now = timezone.now()
             claimed = Run.objects.filter(CLAIMABLE, pk=candidate, state=Run.QUEUED).update(
-                state=state, started_at=now, finished_at=None, exit_code=None, message="",
+                # started_at: when a worker first took it, kept through resumes (the page shows one start)
+                state=state, started_at=Coalesce("started_at", Value(now)), finished_at=None, exit_code=None, message="",
                 supervisor=owner, heartbeat_at=now,
             )
             if claimed:

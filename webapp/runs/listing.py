@@ -28,7 +28,7 @@ HEALTH_COLUMNS = (
     ("majority_ratio", "Majority", 2),
 )
 ALL_TEAMS = "all"
-FILTER_NAMES = ("team", "method", "state", "source", "prompt_set", "created_by", "tag")
+FILTER_NAMES = ("team", "method", "state", "source", "prompt_set", "created_by", "tag", "archived")
 
 
 @dataclass
@@ -41,7 +41,7 @@ class RunListing:
 
     def live_config(self) -> dict:
         return {"teams": [t.pk for t in self.teams], "health": [{"name": n, "decimals": d} for n, _, d in HEALTH_COLUMNS],
-                "state_filter": self.filters["state"]}
+                "state_filter": self.filters["state"], "archived_filter": bool(self.filters["archived"])}
 
 
 def run_listing(request) -> RunListing:
@@ -57,6 +57,8 @@ def run_listing(request) -> RunListing:
         teams = [t for t in my_teams if str(t.pk) == filters["team"]]  # another team's id lists nothing
 
     runs = Run.objects.visible_to(user).filter(team__in=[t.pk for t in teams])
+    # archived runs are kept but listed only when asked for (?archived=1: the archived ones alone)
+    runs = runs.filter(archived_at__isnull=not filters["archived"])
     if filters["method"]:
         runs = runs.filter(method=filters["method"])
     if filters["source"]:  # trained by Evolab's workers or elsewhere (DESIGN §4.8)

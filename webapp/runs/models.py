@@ -1,3 +1,4 @@
+from datetime import datetime
 from pathlib import Path
 
 from django.conf import settings
@@ -111,6 +112,10 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     # Deleted through MLflow's protocol (runs/delete; runs/restore brings it back): no page or API shows it.
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # A member's notes on the run, shown on its page and in compare.
+    notes = models.TextField(blank=True, default="", db_default="")
+    # Archived: out of the run list unless it asks for archived runs; kept whole, its page and API as before.
+    archived_at = models.DateTimeField(null=True, blank=True)
 
     objects = RunQuerySet.as_manager()
 
@@ -154,8 +159,47 @@ class Run(models.Model):
         return self.spec.total_steps(self.hyperparameters, self.max_steps)
 
     @property
+    def progress_percent(self) -> int | None:
+        """Steps logged of the steps planned, in percent (its progress bar's text); None while the total is unknown."""
+        total = self.total_steps
+        if not total:
+            return None
+        return max(0, min(100, round(100 * (self.last_step or 0) / total)))
+
+    @property
     def is_terminal(self) -> bool:
         return self.state in self.TERMINAL
+
+    def training_clock(self) -> tuple[float, datetime | None]:
+        """(seconds trained in the run's ended stretches of `running`, start of the stretch under way or None), from
+        its history: elapsed time is training time, so the hours the run waited queued, or its worker was
+        stopped, do not count. A run whose history predates its claims (migration 0017) counts started → finished."""
+        seconds, since, ran = 0.0, None, False
+        for at, state in self.transitions.order_by("id").values_list("at", "state"):
+            if state == self.RUNNING:
+                ran = True
+                since = since or at
+            elif since is not None:
+                seconds += (at - since).total_seconds()
+                since = None
+        if not ran and self.started_at:
+            if self.finished_at:
+                seconds = max(0.0, (self.finished_at - self.started_at).total_seconds())
+            elif self.state == self.RUNNING:
+                since = self.started_at
+        return seconds, since
+
+    def clock_json(self) -> dict:
+        """The run's times as its page and list show them (one definition, on load and in every live message):
+        `started_at` (when a worker first took it), and elapsed as `trained_seconds` plus, while it trains, the
+        time since `training_since`."""
+        seconds, since = self.training_clock()
+        return {
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "trained_seconds": round(seconds, 3),
+            "training_since": since.isoformat() if since else None,
+        }
 
     def get_absolute_url(self):
         return reverse("runs:detail", args=[self.pk])
@@ -233,8 +277,9 @@ class Run(models.Model):
             "cloned_from": self.cloned_from_id,
             "created_by": self.created_by.username,
             "created_at": self.created_at.isoformat(),
-            "started_at": self.started_at.isoformat() if self.started_at else None,
-            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            **self.clock_json(),
+            "notes": self.notes,
+            "archived": self.archived_at is not None,
         }
 
 

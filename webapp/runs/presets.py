@@ -2,13 +2,15 @@
 
 - ``paper``: the method's defaults, i.e. the paper's settings (rl/methods/).
 - ``small_cpu``: a run that finishes in minutes on the small default policy with two CPU
-  cores. The papers' 64 votes × 12,288 tokens per prompt would crawl there, so the launch
-  form pre-selects this preset when the model is "default".
+  cores. The papers' 64 votes × 12,288 tokens per prompt would crawl there, so a launch that
+  names no preset starts from this one when the model is "default" on a CPU queue
+  (``default_preset``: the launch form's pre-selection and the API's default alike).
 
 The form applies them with buttons (static/js/run_form.js) from the JSON ``form_presets``
 builds; tests/webapp/test_run_form.py checks every preset validates for every method.
 """
 from rl.methods import METHODS
+from rl.params import FieldError
 
 PAPER, SMALL_CPU = "paper", "small_cpu"
 
@@ -75,6 +77,18 @@ def form_presets() -> dict:
     return {name: {key: preset_values(name, key) for key in TITLES} for name in METHODS}
 
 
-def default_preset(model: str) -> str:
-    """The preset a fresh form starts from: the small one for the small default policy."""
-    return SMALL_CPU if (model or "default").strip() == "default" else PAPER
+# Models the small preset is for: the bundled small policy (static/js/run_form.js reads this list from the form's JSON).
+SMALL_MODELS = ("default",)
+
+
+def default_preset(model: str, gpus: int | None = None) -> str:
+    """The preset a launch starts from when it names none, for the launch form's pre-selection and the API
+    alike: the small one for the small default policy on a CPU queue (`gpus` 0 or unset), else the paper's."""
+    return SMALL_CPU if (model or "default").strip() in SMALL_MODELS and not gpus else PAPER
+
+
+def check(preset) -> str:
+    """`preset` if it is a preset's key, else a FieldError naming the field `preset`."""
+    if not isinstance(preset, str) or preset not in TITLES:
+        raise FieldError("preset", f"no preset {preset!r}: choose one of {', '.join(map(repr, TITLES))}")
+    return preset

@@ -92,12 +92,6 @@ def resume_points(run: Run) -> list[dict]:
     return points
 
 
-def has_started(run: Run) -> bool:
-    """Whether the trainer has reported `running` at least once (the next is a resume)."""
-    return any((p or {}).get("state") == "running"
-               for p in RunEvent.objects.filter(run=run, type="status").values_list("payload", flat=True))
-
-
 def hyperparameter_rows(run: Run) -> tuple[list[dict], list[dict]]:
     """The run page's hyperparameter table: [{name, value, default, differs, known}] in
     the method's schema order, then keys the schema does not know; and the run's

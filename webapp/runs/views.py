@@ -14,7 +14,7 @@ from webapp.metrics import series
 from webapp.numbers import whole_number
 
 from . import launch_form, metric_groups
-from .actions import cancel_run, resume_run
+from .actions import cancel_run, delete_run, resume_run, update_run
 from .api_views import MAX_COMPARED_RUNS, parse_run_ids
 from .health import check, no_worker_for, shown_to
 from .listing import run_listing
@@ -22,13 +22,11 @@ from .models import Run, RunTransition
 from .queries import (
     chart_metrics,
     group_steps,
-    has_started,
     hyperparameter_diff,
     hyperparameter_rows,
     latest_similarity_groups,
     metric_series_of_runs,
     resume_points,
-    run_last_event_time,
     run_time_origin,
     stage_events,
 )
@@ -58,7 +56,8 @@ def run_new(request):
 
 @login_required
 def run_detail(request, pk):
-    run = get_object_or_404(Run.objects.visible_to(request.user).select_related("prompt_set", "created_by", "team"), pk=pk)
+    run = get_object_or_404(Run.objects.visible_to(request.user).select_related(
+        "prompt_set", "eval_prompt_set", "created_by", "team"), pk=pk)
     role = role_in(request.user, run.team_id)
     can_act = Membership.allows(role, Membership.MEMBER)
     get_token(request)  # the Acknowledge button posts with the csrftoken cookie
@@ -78,9 +77,7 @@ def run_detail(request, pk):
         "stages": stage_events(run),
         "heatmap": latest_similarity_groups(run),
         "resumes": resume_points(run),
-        "started": has_started(run),
         "time_origin": run_time_origin(run),
-        "last_event_time": run_last_event_time(run),
         "alerts": Alert.of_run_json(run),
         "role": role,
         "can_act": can_act,
@@ -124,6 +121,18 @@ def run_action(request, pk, action):
             run = cancel_run(run, request.user)
         elif action == "resume":
             run = resume_run(run, request.user)
+        elif action == "edit":
+            run = update_run(run, request.user, {name: request.POST.get(name, "") for name in ("name", "notes", "tags")})
+            messages.success(request, "Saved.")
+        elif action == "archive":
+            run = update_run(run, request.user, {"archived": request.POST.get("archived") == "1"})
+        elif action == "delete":
+            # the form's box, ticked, carries the run's id: a stale or forged post deletes nothing
+            if request.POST.get("confirm") != str(run.pk):
+                raise FieldError("confirm", "tick the box to confirm that the run and its files are deleted")
+            delete_run(run, request.user)
+            messages.success(request, f"Run #{run.pk} {run.name!r} was deleted, with its data and checkpoints.")
+            return redirect("runs:list")
         elif action == "clone":
             # Cloning opens the launch form pre-filled, to edit before launching.
             require_role(request.user, run.team_id, Membership.MEMBER)
