@@ -80,10 +80,11 @@ def test_the_ttrl_run_of_the_cpu_experiment_raises_entropy_collapse_and_it_stays
     alerts = replay(run, events_of(rows("figure1.csv", method="ttrl"), TRAIN_METRICS),
                     django_capture_on_commit_callbacks)
     entropy = [a for a in alerts if a.rule == "entropy_collapse"]
-    # step-to-step noise (4 prompts a step) lifts the smoothed entropy back over half its start twice, at
-    # steps 14 and 19; from step 21 it stays down to the end
-    assert [a.step for a in entropy] == [13, 17, 21]
-    assert [a.state for a in entropy] == ["resolved", "resolved", "open"]
+    # step-to-step noise (4 prompts a step) lifts the smoothed entropy back over half its start at steps 14 and
+    # 19, for less than QUIET_STEPS_TO_RESOLVE steps each time: one alert, from step 13 to the end (it opened,
+    # resolved and reopened three times, each opening emailed, before alerts waited for quiet steps to resolve)
+    assert [a.step for a in entropy] == [13]
+    assert [a.state for a in entropy] == ["open"]
     last = entropy[-1]
     assert last.last_step == 40 and last.severity == "warning"
     assert last.values["entropy_start"] == pytest.approx(0.0804, abs=1e-4)
@@ -101,7 +102,7 @@ def test_the_evol_rl_run_of_the_cpu_experiment_collapses_too_and_raises_entropy_
     alerts = replay(run, events_of(rows("figure1.csv", method="evol_rl"), TRAIN_METRICS),
                     django_capture_on_commit_callbacks)
     entropy = [a for a in alerts if a.rule == "entropy_collapse"]
-    assert [a.step for a in entropy] == [17, 22, 36]
+    assert [a.step for a in entropy] == [17]
     assert entropy[-1].state == "open" and entropy[-1].last_step == 40
 
 

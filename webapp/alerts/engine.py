@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 # How much history a rule sees: its start (the first steps) and its recent past. Rules
 # compare a smoothed recent value with the start, so the middle of a long run is not read.
 HEAD_STEPS, TAIL_STEPS = 20, 200
+# An alert resolves once its condition has not held for this many steps in a row. Judged on a few prompts a step,
+# a metric near its threshold crosses it back and forth: on the real TTRL run of docs/experiments.md
+# entropy_collapse opened, resolved and reopened three times in ten steps, and each opening sent its webhooks
+# and emails again.
+QUIET_STEPS_TO_RESOLVE = 5
 RULE_METRICS = sorted({name for spec in RULES.values() for name in spec.metrics})
 
 
@@ -173,7 +178,7 @@ def evaluate_steps(run, steps: list[int], memory: RuleMemory | None = None) -> R
             for kind, finding in evaluate_step_rules(_history_at(history, step), thresholds).items():
                 alert = active.get(kind)
                 if finding is None:
-                    if alert is not None:
+                    if alert is not None and step - alert.last_step >= QUIET_STEPS_TO_RESOLVE:
                         _save_update(alert, run, pending.pop(kind, 0))
                         _resolve_active(run, kind, step)
                         del active[kind]
