@@ -116,6 +116,22 @@ def test_the_alert_email_goes_to_team_members(run, django_capture_on_commit_call
     assert mail.outbox[0].to == ["ada@example.org"] and alert.rule in mail.outbox[0].subject
 
 
+def test_the_alert_email_is_plain_text_saying_what_was_seen(run, django_capture_on_commit_callbacks):
+    # the webhook's Slack markup (":warning:", "<url|name>") and a Python dict of values read badly in a mail client
+    from webapp.alerts.delivery import send_email
+
+    ingest_each(run, metric_events(collapsing()), django_capture_on_commit_callbacks)
+    alert = Alert.objects.filter(run=run).first()
+    send_email(alert.pk, "opened")
+    body = mail.outbox[0].body
+    first = body.splitlines()[0]
+    assert first == f"{alert.rule} opened on run #{run.pk} {run.name} at step {alert.step} ({alert.severity})"
+    assert body.splitlines()[1] == alert.message
+    assert ":warning:" not in body and "|" not in body and "{" not in body
+    name, value = next(iter(alert.values.items()))
+    assert f"{name} {value}" in body
+
+
 def test_a_failed_run_opens_a_critical_run_failed_alert(run, django_capture_on_commit_callbacks):
     Run.objects.filter(pk=run.pk).update(state=Run.RUNNING)
     with django_capture_on_commit_callbacks(execute=True):

@@ -90,6 +90,7 @@ def test_the_demo_starts_everything_serves_the_dashboard_and_stops_on_ctrl_c(tmp
         assert page.status_code == 200 and "Runs" in page.text
         sets = session.get(base + "/prompt-sets/").text
         assert "Arithmetic word problems (sample)" in sets and "MATH-500 (first 40)" in sets
+        assert "Arithmetic, Figure 1 miniature (32 problems)" in sets
         teams = session.get(base + "/teams/").text
         assert ">demo</a>" in teams and "admin" in teams
 

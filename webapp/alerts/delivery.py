@@ -15,7 +15,7 @@ from django.utils import timezone
 from webapp.accounts.models import AlertEmails, Membership
 
 from . import outbound
-from .engine import notification_text, run_url
+from .engine import run_url
 from .models import Alert, WebhookDelivery
 
 log = logging.getLogger(__name__)
@@ -125,12 +125,18 @@ def send_email(alert_id: int, event: str) -> int:
     if not to:
         return 0
     subject = f"[Evolab] {alert.severity}: {alert.rule} {event} on run #{alert.run_id} {alert.run.name}"
-    body = "\n".join([
-        notification_text(alert, event),
+    return send_mail(subject[:200], email_text(alert, event), settings.DEFAULT_FROM_EMAIL, to, fail_silently=False)
+
+
+def email_text(alert: Alert, event: str) -> str:
+    """Plain text for a mail client: the webhooks' Slack markup (notification_text) read as noise there."""
+    step = f" at step {alert.step}" if alert.step is not None else ""
+    values = ", ".join(f"{name} {value}" for name, value in alert.values.items())
+    return "\n".join([
+        f"{alert.rule} {event} on run #{alert.run_id} {alert.run.name}{step} ({alert.severity})",
+        alert.message,
         "",
+        f"Run: {run_url(alert.run)}",
         f"Team: {alert.team.name}",
-        f"Run: {alert.run.name} (#{alert.run_id}) {run_url(alert.run)}",
-        f"Rule: {alert.rule}, severity {alert.severity}, step {alert.step}",
-        f"Values: {alert.values}",
-    ])
-    return send_mail(subject[:200], body, settings.DEFAULT_FROM_EMAIL, to, fail_silently=False)
+        f"Values: {values}" if values else "",
+    ]).rstrip() + "\n"

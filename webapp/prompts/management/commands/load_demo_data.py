@@ -1,3 +1,4 @@
+import json
 from pathlib import Path
 
 from django.conf import settings
@@ -8,11 +9,15 @@ from webapp.accounts.models import Membership, Team
 from webapp.prompts.models import PromptSet
 from webapp.prompts.parsing import parse_prompt_file
 
+ARITHMETIC = settings.BASE_DIR / "rl" / "assets" / "arithmetic_sample.json"
 SAMPLES = [
-    # (name, file): the arithmetic set matches the default policy, so a demo run's
+    # (name, file, rows kept: None for all): the arithmetic set matches the default policy, so a demo run's
     # majority vote carries signal; the MATH-500 excerpt shows a real benchmark's format.
-    ("Arithmetic word problems (sample)", settings.BASE_DIR / "rl" / "assets" / "arithmetic_sample.json"),
-    ("MATH-500 (first 40)", Path(__file__).resolve().parents[2] / "samples" / "math500_sample.json"),
+    ("Arithmetic word problems (sample)", ARITHMETIC, None),
+    ("MATH-500 (first 40)", Path(__file__).resolve().parents[2] / "samples" / "math500_sample.json", None),
+    # The 32 problems of docs/experiments.md's Figure 1 miniature (the policy's first held-out problems), where
+    # TTRL's entropy falls by two thirds in 40 steps: the README's run that shows a collapse and its alert.
+    ("Arithmetic, Figure 1 miniature (32 problems)", ARITHMETIC, 32),
 ]
 
 
@@ -40,9 +45,10 @@ class Command(BaseCommand):
             self.stdout.write(f"user {username!r} is no longer a superuser")
         team, _ = Team.objects.get_or_create(name="demo")
         Membership.objects.get_or_create(team=team, user=user, defaults={"role": Membership.ADMIN})
-        for name, path in SAMPLES:
+        for name, path, kept in SAMPLES:
             if PromptSet.objects.filter(team=team, name=name).exists():
                 continue
-            parsed = parse_prompt_file(path.name, path.read_bytes(), settings.PROMPT_FILE_MAX_BYTES)
+            data = path.read_bytes() if kept is None else json.dumps(json.loads(path.read_bytes())[:kept]).encode()
+            parsed = parse_prompt_file(path.name, data, settings.PROMPT_FILE_MAX_BYTES)
             PromptSet.create_from_parsed(name=name, owner=user, team=team, filename=path.name, parsed=parsed)
             self.stdout.write(f"loaded prompt set {name!r} ({len(parsed.rows)} rows)")
