@@ -60,3 +60,13 @@ def test_a_demo_account_made_a_superuser_before_is_demoted():
     call_command("load_demo_data", "--username", "demo-y", "--password", "pw-demo-1", stdout=open(os.devnull, "w"))
     user = get_user_model().objects.get(username="demo-y")
     assert not user.is_superuser and not user.is_staff
+
+
+@pytest.mark.django_db
+def test_the_demo_account_gets_an_email_for_its_alerts_once_and_keeps_one_it_has():
+    get_user_model().objects.create_user(username="demo-z", password="pw-demo-1")
+    call_command("load_demo_data", "--username", "demo-z", "--password", "pw-demo-1", stdout=open(os.devnull, "w"))
+    assert get_user_model().objects.get(username="demo-z").email == "demo@example.com"
+    get_user_model().objects.filter(username="demo-z").update(email="me@lab.example")
+    call_command("load_demo_data", "--username", "demo-z", "--password", "pw-demo-1", stdout=open(os.devnull, "w"))
+    assert get_user_model().objects.get(username="demo-z").email == "me@lab.example"

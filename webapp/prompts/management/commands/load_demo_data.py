@@ -36,13 +36,13 @@ class Command(BaseCommand):
         if user is None:
             user = User.objects.create_user(username=username, password=password, email=email)
             self.stdout.write(f"created user {username!r}")
-        if not user.email:  # an account made before the demo had an address
-            User.objects.filter(pk=user.pk).update(email=email)
         elif user.is_superuser or user.is_staff:
             # Its password is in the README: it is the demo team's admin and nothing more (a database made
             # before this made it a superuser, with the admin site and every team's data).
             User.objects.filter(pk=user.pk).update(is_superuser=False, is_staff=False)
             self.stdout.write(f"user {username!r} is no longer a superuser")
+        if not user.email:  # an account made before the demo had an address
+            User.objects.filter(pk=user.pk).update(email=email)
         team, _ = Team.objects.get_or_create(name="demo")
         Membership.objects.get_or_create(team=team, user=user, defaults={"role": Membership.ADMIN})
         for name, path, kept in SAMPLES:
