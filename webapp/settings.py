@@ -69,6 +69,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "webapp.accounts.middleware.TokenAuthenticationMiddleware",
+    "webapp.paths.ControlCharacterPathMiddleware",  # after the user is known: the 404 page shows the navigation
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "webapp.query_limit.QueryTimeLimitMiddleware",
