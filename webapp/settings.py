@@ -69,7 +69,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "webapp.accounts.middleware.TokenAuthenticationMiddleware",
-    "webapp.paths.ControlCharacterPathMiddleware",  # after the user is known: the 404 page shows the navigation
+    "webapp.request_text.UnaskableTextMiddleware",  # after the user is known: its pages show the navigation
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "webapp.query_limit.QueryTimeLimitMiddleware",

@@ -76,3 +76,10 @@ def test_a_control_character_in_a_path_segment_is_a_json_404(api_client, run, pa
 def test_a_control_character_in_a_page_path_is_the_sites_404(api_client, run):
     response = api_client.get(f"/runs/{run.pk}/prompts/%00/")
     assert response.status_code == 404 and "text/html" in response["Content-Type"]
+
+
+@pytest.mark.parametrize("query", ["step_min=%00", "q=a%00b", "order=%00"])
+def test_a_nul_in_a_query_parameter_is_a_400_naming_it(api_client, run, query):
+    response = api_client.get(f"/api/runs/{run.pk}/rollouts/search?{query}")
+    assert response.status_code == 400
+    assert response.json()["field"] == query.split("=")[0]
