@@ -31,7 +31,7 @@ def finite(value: object) -> float | None:
         return None
     try:
         number = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON integer of 10^400 has no float
         return None
     return number if math.isfinite(number) else None
 

@@ -4,6 +4,7 @@ from functools import wraps
 
 from django.core.exceptions import PermissionDenied
 from django.http import JsonResponse
+from django.http.multipartparser import MAX_TOTAL_HEADER_SIZE, MultiPartParserError
 from django.shortcuts import render
 
 from rl.params import FieldError
@@ -65,6 +66,9 @@ def json_body(request) -> dict:
         data = json.loads(request.body)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise FieldError(None, f"the request body is not valid JSON: {exc}") from None
+    except RecursionError:  # Python's parser recurses once per level: [[[[...]]]] 100,000 deep was a 500
+        raise FieldError(None, "the request body's JSON is nested more deeply than Python's parser can read "
+                               "(no launch field is nested more than two levels)") from None
     if not isinstance(data, dict):
         raise FieldError(None, "the request body must be a JSON object")
     return data
@@ -89,13 +93,22 @@ def not_found(request, exception=None):
     return defaults.page_not_found(request, exception)
 
 
+# Django's form parser refuses a part whose headers pass 1,024 bytes (MAX_TOTAL_HEADER_SIZE). In an upload that is
+# the file's name: Content-Disposition carries it whole, so a name of about 950 characters is enough.
+PART_HEADERS_TOO_LONG = ("the file name is too long: a form part's headers (its file name among them) may be at "
+                         f"most {MAX_TOTAL_HEADER_SIZE:,} bytes; rename the file to under 255 characters")
+
+
 def bad_request(request, exception=None):
-    """handler400 (a malformed request Django itself refused): JSON under /api/."""
+    """handler400 (a malformed request Django itself refused): JSON under /api/, the site's page elsewhere, each
+    saying what is wrong where Django's error tells it."""
     from django.views import defaults
 
+    too_long = isinstance(exception, MultiPartParserError) and "header size" in str(exception)
+    reason = PART_HEADERS_TOO_LONG if too_long else "the request is malformed"
     if request.path.startswith("/api/"):
-        return error("the request is malformed", 400)
+        return error(reason, 400, field="file" if too_long else None)
     try:  # the site's page with its navigation (Django's own renders the template without the request's context)
-        return render(request, "400.html", status=400)
+        return render(request, "400.html", {"reason": reason if too_long else ""}, status=400)
     except Exception:  # noqa: BLE001 - a request too broken for the page's context still gets a plain 400
         return defaults.bad_request(request, exception)

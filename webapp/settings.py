@@ -69,6 +69,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "webapp.accounts.middleware.TokenAuthenticationMiddleware",
+    "webapp.request_text.UnaskableTextMiddleware",  # after the user is known: its pages show the navigation
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "webapp.query_limit.QueryTimeLimitMiddleware",

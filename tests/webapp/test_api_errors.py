@@ -62,3 +62,24 @@ def test_the_rollouts_page_shows_the_latest_step_for_a_step_it_cannot_read(clien
     client.force_login(user)
     for value in ("²", "99999999999999999999"):
         assert client.get(f"/runs/{run.pk}/rollouts/", {"step": value}).status_code == 200
+
+
+# A NUL cannot reach PostgreSQL in a query: a path segment holding one was a database error (500). No object's
+# name or id holds a control character (uploads and ingestion refuse them), so such a path names nothing.
+@pytest.mark.parametrize("path", ["/api/runs/{run}/groups/1/%00", "/api/runs/{run}/prompts/a%00b/history",
+                                  "/api/runs/{run}/groups/1/%01x"])
+def test_a_control_character_in_a_path_segment_is_a_json_404(api_client, run, path):
+    response = api_client.get(path.format(run=run.pk))
+    assert response.status_code == 404 and response["Content-Type"] == "application/json"
+
+
+def test_a_control_character_in_a_page_path_is_the_sites_404(api_client, run):
+    response = api_client.get(f"/runs/{run.pk}/prompts/%00/")
+    assert response.status_code == 404 and "text/html" in response["Content-Type"]
+
+
+@pytest.mark.parametrize("query", ["step_min=%00", "q=a%00b", "order=%00"])
+def test_a_nul_in_a_query_parameter_is_a_400_naming_it(api_client, run, query):
+    response = api_client.get(f"/api/runs/{run.pk}/rollouts/search?{query}")
+    assert response.status_code == 400
+    assert response.json()["field"] == query.split("=")[0]

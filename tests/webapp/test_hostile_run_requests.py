@@ -54,3 +54,34 @@ def test_an_integral_float_is_taken_as_its_whole_number(api_client, prompt_set):
     response = post(api_client, prompt_set, max_steps=3.0, seed="7")
     assert response.status_code == 201, response.content
     assert (response.json()["max_steps"], Run.objects.get().seed) == (3, 7)
+
+
+# "²" passes str.isdigit() but not int(); 5,000 digits pass both and overflow the database's bigint; a NUL
+# and a lone surrogate cannot be sent to PostgreSQL at all. Each was a 500.
+@pytest.mark.parametrize("team", ["²", "9" * 5000, "a\x00b", "\ud800", "t" * 10_000])
+def test_a_hostile_team_is_a_4xx_naming_the_team_and_writes_nothing(api_client, prompt_set, team):
+    response = post(api_client, prompt_set, team=team)
+    assert response.status_code in (400, 404), response.content[:300]
+    body = response.json()
+    assert body["field"] == "team" and "no team" in body["error"]
+    assert len(body["error"]) < 200  # the value is shortened in the message, not echoed whole
+    assert not Run.objects.exists()
+
+
+def test_a_whole_number_past_any_range_in_a_hyperparameter_is_a_400_naming_it(api_client, prompt_set):
+    response = api_client.post("/api/runs", '{"name": "r", "method": "ttrl", "prompt_set": %d, "max_steps": 2, '
+                               '"hyperparameters": {"n_votes": 1%s}}' % (prompt_set.pk, "0" * 400),
+                               content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["field"] == "n_votes"
+    assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize("path", ["/api/runs", "/api/runs/{run}/clone"])
+def test_json_nested_100000_deep_is_a_400_that_says_so(api_client, prompt_set, path):
+    run = post(api_client, prompt_set).json()["id"]
+    body = '{"name": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    response = api_client.post(path.format(run=run), body, content_type="application/json")
+    assert response.status_code == 400, response.content[:300]
+    assert "nested" in response.json()["error"]
+    assert Run.objects.count() == 1

@@ -9,6 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from webapp import api
 from webapp.prompts import parsing, uploads
 from webapp.prompts.models import Prompt, PromptSet
 
@@ -165,3 +166,40 @@ def test_rows_are_measured_through_dictionaries_lists_and_structs_as_they_decode
 
     expected = [decoded(row) for row in verl.to_pylist()]
     assert list(measured) == expected == [4 + 3 + 2 + 1, 0, 2, 6 + 4 + 5 + 1 + 3]
+
+
+# (a lone surrogate cannot travel in a form: UTF-8 has no bytes for it; in JSON it can, test_hostile_run_requests.py)
+@pytest.mark.parametrize("team", ["²", "9" * 5000, "a\x00b"])
+def test_a_hostile_team_for_an_upload_is_a_4xx_naming_the_team(api_client, team):
+    response = api_client.post("/api/prompt-sets", {"name": "t", "team": team,
+                                                    "file": SimpleUploadedFile("p.txt", b"1 + 1\n")})
+    assert response.status_code in (400, 404), response.content[:300]
+    assert response.json()["field"] == "team"
+    assert not PromptSet.objects.exists()
+
+
+def multipart_with_file_name(file_name: str) -> tuple[bytes, str]:
+    """A form as a browser sends it; the test client would cut the name to 255 characters first."""
+    boundary = "evolabboundary"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nlong\r\n"
+            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{file_name}\"\r\n"
+            f"Content-Type: text/plain\r\n\r\n1 + 1\n\r\n--{boundary}--\r\n")
+    return body.encode(), f"multipart/form-data; boundary={boundary}"
+
+
+def test_a_file_name_of_1000_characters_is_refused_saying_it_is_too_long(api_client):
+    body, content_type = multipart_with_file_name("p" * 996 + ".txt")
+    response = api_client.post("/api/prompt-sets", body, content_type=content_type)
+    assert response.status_code == 400, response.content[:300]
+    assert response.json() == {"error": api.PART_HEADERS_TOO_LONG, "field": "file"}
+    assert "file name is too long" in api.PART_HEADERS_TOO_LONG
+    assert not PromptSet.objects.exists()
+
+
+def test_the_upload_page_says_the_file_name_is_too_long(client, user):
+    client.force_login(user)
+    body, content_type = multipart_with_file_name("p" * 996 + ".txt")
+    response = client.post("/prompt-sets/", body, content_type=content_type)
+    assert response.status_code == 400
+    assert "The file name is too long" in response.content.decode()
+    assert not PromptSet.objects.exists()

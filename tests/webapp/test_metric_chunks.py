@@ -1,7 +1,9 @@
 """Long series close into chunks rendered once (webapp/metrics/series.py) and read back exactly."""
 import json
+import threading
 
 import pytest
+from django.db import connection
 
 from tests.factories import make_prompt_set
 from webapp.alerts.engine import load_history
@@ -96,3 +98,35 @@ def test_the_run_page_overview_thins_packed_chunks_exactly_as_downsample_thins_t
     for name, points in full.items():
         assert overview[name] == downsample(points, 200), name
     assert overview["loss"]["values"].count(None) <= 1  # the missing step-7 loss never wins a bucket
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="SQLite: the reads hold the write lock (IMMEDIATE), so "
+                    "no ingestion can come in between them; one between would wait for them here and never end")
+def test_the_overview_reads_one_state_while_a_new_series_is_ingested_between_its_reads(run, monkeypatch):
+    # The run page read the series, then their chunks, then their open points, each in its own snapshot: a metric
+    # first logged in between had points but no series, and the page answered 500 (KeyError).
+    ingest_events(run, log(range(1, STEPS + 1)))
+    unpack, late = series.unpack, []
+
+    def ingest_a_new_metric():
+        try:
+            ingest_events(run, [{"seq": STEPS, "time": T0 + STEPS + 1, "type": "metrics", "step": STEPS + 1,
+                                 "values": {"entropy": 0.5, "late_metric": 1.0}}])
+        finally:
+            connection.close()
+
+    def unpack_while_ingestion_goes_on(packed):
+        if not late:  # once, between the chunks' read and the open points' read
+            late.append(threading.Thread(target=ingest_a_new_metric))
+            late[0].start()
+            late[0].join()
+        return unpack(packed)
+
+    monkeypatch.setattr(series, "unpack", unpack_while_ingestion_goes_on)
+    metrics, _ = series.overview(run.pk, max_points=10_000)
+    assert late and "entropy" in metrics
+    assert metrics["entropy"]["steps"][-1] == STEPS  # the state when the read began: no half of the next step
+    assert "late_metric" not in metrics
+    monkeypatch.setattr(series, "unpack", unpack)
+    assert series.overview(run.pk, max_points=10_000)[0]["late_metric"]["steps"] == [STEPS + 1]

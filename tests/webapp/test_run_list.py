@@ -186,3 +186,13 @@ def test_the_page_opens_a_socket_for_each_team_shown(client, world):
     page, _ = listed(client, world["users"]["ada"], f"?team={world['teams']['side'].pk}")
     config = re.search(r'<script id="run-list-config" type="application/json">(.*?)</script>', page, re.S).group(1)
     assert json.loads(config)["teams"] == [world["teams"]["side"].pk]
+
+
+# a NUL cannot be sent to PostgreSQL, '²' passes isdigit() but not int(), 30 digits pass a bigint
+@pytest.mark.parametrize("field", ["team", "method", "state", "source", "prompt_set", "created_by", "tag"])
+@pytest.mark.parametrize("value", ["%00", "a%00b", "%C2%B2", "9" * 30])
+def test_a_hostile_filter_value_is_answered_and_never_a_500(client, world, field, value):
+    make_run(world, "kept")
+    client.force_login(world["users"]["ada"])
+    response = client.get(f"/?{field}={value}")
+    assert response.status_code in (200, 400), response.status_code

@@ -7,6 +7,8 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from rl.params import FieldError
+from webapp.numbers import whole_number
+from webapp.plain_text import control_character
 
 from .models import Membership, Team
 
@@ -56,8 +58,20 @@ def team_for_new_object(user, value=None, needed: str = Membership.MEMBER) -> Te
         team = mine[0]
     else:
         text = str(value).strip()
-        team = teams.filter(pk=int(text)).first() if text.isdigit() else teams.filter(name=text).first()
+        team = _team_named(teams, text)
         if team is None:
-            raise FieldError("team", f"no team {value!r} among yours", status=404)
+            shown = text if len(text) <= 40 else text[:40] + "…"
+            raise FieldError("team", f"no team {shown!r} among yours", status=404)
     require_role(user, team, needed)
     return team
+
+
+def _team_named(teams, text: str) -> Team | None:
+    """The team whose id or name is `text`. A text that can be neither (past a bigint, longer than a name, with a
+    NUL or a lone surrogate, which PostgreSQL cannot be asked about) names no team: each was a 500."""
+    number = whole_number(text)
+    if number is not None:
+        return teams.filter(pk=number).first()
+    if len(text) > Team._meta.get_field("name").max_length or control_character(text):
+        return None
+    return teams.filter(name=text).first()
