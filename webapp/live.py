@@ -286,11 +286,14 @@ class Hub:
                 log.exception("could not read the live streams")
                 await asyncio.sleep(1)
                 continue
-            for key, entries in answer or ():
-                run_id = runs[key.decode() if isinstance(key, bytes) else key]
-                if run_id in self.cursors and entries:
-                    self.cursors[run_id] = entries[-1][0]
-                await self._hand_out(run_id, entries)
+            try:
+                for key, entries in answer or ():
+                    run_id = runs[key.decode() if isinstance(key, bytes) else key]
+                    if run_id in self.cursors and entries:
+                        self.cursors[run_id] = entries[-1][0]
+                    await self._hand_out(run_id, entries)
+            except Exception:  # noqa: BLE001 - the one reader of the process must outlive any one read
+                log.exception("could not hand out live entries")
 
     async def _hand_out(self, run_id: int, entries) -> None:
         read = [(_stream_id(entry_id), int(fields[b"seq"]), fields[b"frames"].decode().split("\n"))
