@@ -147,6 +147,30 @@ def live_messages(channel_message: dict) -> list[dict]:
     return [json.loads(frame) for frame in channel_message["frames"]]
 
 
+class RunStream:
+    """Reads the pushes made to a run's live stream (webapp/live.py) after this reader was made, as a web
+    server process's hub does: `receive()` is the next push's messages."""
+
+    def __init__(self, run_id: int):
+        import redis
+        from django.conf import settings
+
+        from webapp.live import run_stream_key
+
+        self.redis, self.key = redis.Redis.from_url(settings.REDIS_URL), run_stream_key(run_id)
+        last = self.redis.xrevrange(self.key, count=1)
+        self.after = last[0][0] if last else b"0-0"
+
+    def receive(self, timeout_ms: int = 5000) -> list[dict]:
+        import json
+
+        answer = self.redis.xread({self.key: self.after}, count=1, block=timeout_ms)
+        assert answer, "nothing was pushed to the run"
+        ((_, ((entry_id, fields),)),) = answer
+        self.after = entry_id
+        return [json.loads(frame) for frame in fields[b"frames"].decode().split("\n")]
+
+
 def signed_in(django_user_model, username):
     """A test client signed in as the existing user `username`."""
     from django.test import Client

@@ -164,6 +164,13 @@ CHANNEL_LAYERS = {
         "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("EVOLAB_CHANNEL_PREFIX", "evolab")},
     }
 }
+# A run's live messages go through a Redis stream of the run (webapp/live.py), one entry per push. It keeps
+# the last LIVE_STREAM_MAXLEN pushes: a web server process whose reader falls further behind than that tells
+# its sockets, which re-read the API. A push of a live step with its groups is tens of KB, so the cap is what
+# one busy run may hold in Redis; the stream is dropped once the run has pushed nothing for
+# LIVE_STREAM_IDLE_SECONDS.
+LIVE_STREAM_MAXLEN = int(os.environ.get("EVOLAB_LIVE_STREAM_MAXLEN", 2000))
+LIVE_STREAM_IDLE_SECONDS = int(os.environ.get("EVOLAB_LIVE_STREAM_IDLE_SECONDS", 3600))
 
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},

@@ -397,6 +397,15 @@
       redrawMarkers();
     },
     alert: function (m) { showAlert(m); },
+    // The server read the run's live stream too late and some messages were gone before this socket got
+    // them (webapp/live.py): what they said is in the database, read back now; the notice says so.
+    behind: function () {
+      catchUp();
+      const notice = document.getElementById("live-notice");
+      notice.textContent = "Some live updates were missed at " + new Date().toLocaleTimeString() +
+        "; the charts were read again from the server.";
+      notice.hidden = false;
+    },
     open: function () {
       indicator.textContent = "live"; indicator.className = "live on";
       catchUp();

@@ -231,6 +231,35 @@ def test_steps_whose_live_messages_were_lost_are_read_back_when_a_later_one_arri
     page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '4'")
 
 
+def test_a_page_told_it_fell_behind_reads_what_it_missed_and_says_so(live_stack, live_user, session_key,
+                                                                   browser_page, monkeypatch):
+    """The web server read the run's stream too late (entries trimmed first) and says `behind`: the page
+    reads the steps it missed from the API, without a reload, and shows a notice saying it did."""
+    from webapp import live
+
+    page = browser_page
+    run = Run.objects.create(name="behind", method="evol_rl", prompt_set=make_prompt_set(live_user), max_steps=6,
+                             created_by=live_user, state=Run.RUNNING)
+    log = crafted_log(steps=3, extra={"entropy": 1.0})
+    by_step = {}
+    for e in log:
+        by_step.setdefault(e.get("step"), []).append(e)
+    off_loop(ingest_events, run, [e for e in log if e.get("step") in (None, 1) and e["type"] != "checkpoint"
+                                  and not (e["type"] == "status" and e["state"] != "running")])
+    sign_in(page, live_stack, session_key)
+    page.goto(f"{live_stack.url}/runs/{run.pk}/")
+    page.wait_for_function("() => document.getElementById('live-indicator').textContent === 'live'")
+    page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '1'")
+    assert page.locator("#live-notice").is_hidden()
+
+    with monkeypatch.context() as trimmed:
+        trimmed.setattr(live, "_send_all", lambda batches: None)  # the entries of steps 2 and 3, trimmed unread
+        off_loop(ingest_events, run, by_step[2] + by_step[3])
+    off_loop(live.push, run.pk, [{"type": "behind"}])
+    page.wait_for_function("() => document.getElementById('chart-entropy').dataset.points === '3'")
+    assert "missed" in page.locator("#live-notice").text_content()
+
+
 def test_a_page_open_across_a_web_server_restart_catches_up_without_a_reload(live_stack, live_user, session_key,
                                                                             browser_page, tmp_path):
     """daphne restarts (a deploy) while steps are stored: the page's socket reconnects and reads the

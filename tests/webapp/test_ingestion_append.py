@@ -1,13 +1,10 @@
 """Ingestion of events reported over HTTP (a run trained elsewhere): numbered under the run's lock, a step
 reported late judged where the run is, and a group's similarity matrix arriving after the group."""
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 
 from tests.alerts.streams import collapsing, metric_events
-from tests.factories import event_log, live_messages, make_prompt_set
+from tests.factories import RunStream, event_log, make_prompt_set
 from webapp.alerts.models import Alert
-from webapp.live import run_group_name
 from webapp.runs.ingestion import append_events, ingest_events
 from webapp.runs.models import Group, Run, RunEvent
 
@@ -47,13 +44,11 @@ def test_a_similarity_event_gives_its_group_a_matrix_and_the_page_a_heatmap(run)
     ingest_events(run, log)
     group = Group.objects.get(run=run, prompt_id="p1")
     assert group.similarity is None
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(run_group_name(run.pk), channel)
+    stream = RunStream(run.pk)
     append_events(run, [{"time": 2e9, "type": "similarity", "step": 1, "prompt_id": "p1", "group": group.seq,
                          "majority_answer": "5", "similarity": [[1.0, 0.25], [0.25, 1.0]]}])
     group.refresh_from_db()
     assert group.similarity == [[1.0, 0.25], [0.25, 1.0]] and group.similarity_mean == 0.25
-    (message,) = live_messages(async_to_sync(layer.receive)(channel))
+    (message,) = stream.receive()
     assert message == {"type": "group", "step": 1, "prompt_id": "p1", "majority_answer": "5",
                        "similarity": [[1.0, 0.25], [0.25, 1.0]], "rollouts": []}

@@ -1,10 +1,9 @@
-"""webapp.live: pushes reach a run's watchers over one long-lived Redis connection per process."""
+"""webapp.live: a run's pushes are appended to its stream over one long-lived Redis connection per process."""
 import redis
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 
-from webapp.live import push, run_group_name
+from tests.factories import RunStream
+from webapp.live import push
 
 
 def connections_received() -> int:
@@ -20,19 +19,25 @@ def test_many_pushes_reuse_one_redis_connection():
     assert connections_received() - before <= 2
 
 
-def test_a_push_reaches_a_receiver_on_another_event_loop():
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(run_group_name(10_002), channel)
-    push(10_002, [{"type": "metrics", "step": 7}])
-    message = async_to_sync(layer.receive)(channel)
-    assert message == {"type": "run.messages", "frames": ['{"type": "metrics", "step": 7}']}
+def test_a_push_is_one_entry_of_the_runs_stream_in_order():
+    stream = RunStream(10_002)
+    push(10_002, [{"type": "metrics", "step": 7}, {"type": "metrics", "step": 8}])
+    push(10_002, [{"type": "metrics", "step": 9}])
+    assert stream.receive() == [{"type": "metrics", "step": 7}, {"type": "metrics", "step": 8}]
+    assert stream.receive() == [{"type": "metrics", "step": 9}]
 
 
 def test_a_value_json_cannot_carry_is_sent_as_null():
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(run_group_name(10_003), channel)
+    stream = RunStream(10_003)
     push(10_003, [{"type": "metrics", "step": 1, "values": {"loss": float("nan"), "kl": float("inf"), "x": 0.5}}])
-    message = async_to_sync(layer.receive)(channel)
-    assert message["frames"] == ['{"type": "metrics", "step": 1, "values": {"loss": null, "kl": null, "x": 0.5}}']
+    assert stream.receive() == [{"type": "metrics", "step": 1, "values": {"loss": None, "kl": None, "x": 0.5}}]
+
+
+def test_a_runs_stream_keeps_only_its_latest_pushes_and_expires_when_idle(settings):
+    settings.LIVE_STREAM_MAXLEN = 3
+    for n in range(10):
+        push(10_004, [{"type": "metrics", "step": n}])
+    client = redis.Redis.from_url(settings.REDIS_URL)
+    key = RunStream(10_004).key
+    assert client.xlen(key) == 3
+    assert 0 < client.ttl(key) <= settings.LIVE_STREAM_IDLE_SECONDS

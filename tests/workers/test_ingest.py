@@ -4,13 +4,12 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from tests.factories import event_log, live_messages, make_prompt_set
+from tests.factories import RunStream, event_log, live_messages, make_prompt_set
 from webapp.metrics.models import MetricPoint
 from webapp.runs.models import Group, Rollout, Run, RunEvent
 from webapp.runs.queries import metric_series
 from webapp.runs.ingestion import ingest_events
 from workers.event_tail import EventTail
-from webapp.live import run_group_name
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -60,12 +59,10 @@ def test_it_stores_a_diverged_loss_as_missing_rather_than_failing(run):
     assert MetricPoint.objects.get(series__run=run, series__name="loss").value is None
 
 
-def test_it_pushes_each_new_event_to_the_runs_channel_group(run):
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(run_group_name(run.pk), channel)
+def test_it_pushes_each_new_event_to_the_runs_live_stream(run):
+    stream = RunStream(run.pk)
     ingest_events(run, event_log(steps=1))
-    messages = live_messages(async_to_sync(layer.receive)(channel))
+    messages = stream.receive()
     kinds = [m["type"] for m in messages]
     # the trainer's statuses are stored, not pushed: the run's state reaches the page from its lifecycle alone
     assert kinds == ["group", "group", "metrics"]
@@ -75,15 +72,13 @@ def test_it_pushes_each_new_event_to_the_runs_channel_group(run):
 def test_a_trainer_that_says_running_again_is_pushed_as_a_resume_after_the_step_it_had_logged(run):
     # the run page places its marker there; its own idea of the last step may be ahead (an API
     # read that raced the socket)
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(run_group_name(run.pk), channel)
+    stream = RunStream(run.pk)
     first = event_log(steps=2)[:-2]
     ingest_events(run, first)
-    assert "resume" not in [m["type"] for m in live_messages(async_to_sync(layer.receive)(channel))]  # its first start
+    assert "resume" not in [m["type"] for m in stream.receive()]  # its first start
     resumed = {"seq": len(first), "time": 1_700_000_100.0, "type": "status", "state": "running", "message": "resumed"}
     ingest_events(run, [resumed] + event_log(steps=1, start_seq=len(first) + 1, start_step=3))
-    messages = live_messages(async_to_sync(layer.receive)(channel))
+    messages = stream.receive()
     assert [m for m in messages if m["type"] in ("resume", "status")] == [
         {"type": "resume", "step": 2, "time": 1_700_000_100.0}]
 
@@ -92,11 +87,10 @@ def test_one_poll_tells_the_run_page_its_events_and_the_team_run_list_its_progre
     from webapp.live import team_group_name
 
     layer = get_channel_layer()
-    page, run_list = async_to_sync(layer.new_channel)(), async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(run_group_name(run.pk), page)
+    page, run_list = RunStream(run.pk), async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(team_group_name(run.team_id), run_list)
     ingest_events(run, event_log(steps=1))
-    assert [m["type"] for m in live_messages(async_to_sync(layer.receive)(page))][2] == "metrics"
+    assert [m["type"] for m in page.receive()][2] == "metrics"
     (progress,) = live_messages(async_to_sync(layer.receive)(run_list))
     assert progress["type"] == "run" and progress["last_step"] == 1 and progress["health"]["entropy"] == 1.0
 

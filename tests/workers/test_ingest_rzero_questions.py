@@ -1,10 +1,7 @@
 """R-Zero question sets arrive as `questions` events and become RZeroQuestion rows, idempotently."""
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 
-from tests.factories import live_messages, make_prompt_set
-from webapp.live import run_group_name
+from tests.factories import RunStream, make_prompt_set
 from webapp.runs.models import Run, RunEvent, RZeroQuestion
 from webapp.runs.ingestion import ingest_events
 
@@ -62,9 +59,7 @@ def test_a_set_written_again_supersedes_the_earlier_one(run):
 
 
 def test_a_question_set_is_announced_on_the_runs_channel(run):
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(run_group_name(run.pk), channel)
+    stream = RunStream(run.pk)
     ingest_events(run, [questions(0, [row(0, kept=True), row(1)], iteration=2)])
-    (message,) = live_messages(async_to_sync(layer.receive)(channel))
+    (message,) = stream.receive()
     assert message == {"type": "questions", "iteration": 2, "offset": 0, "count": 2, "total": 2}

@@ -3,7 +3,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.contrib.auth import get_user_model
 
 from webapp.accounts.models import ApiToken, Team
-from webapp.live import run_group_name, team_group_name, user_group_name
+from webapp.live import BEHIND_FRAME, Hub, team_group_name, user_group_name
 
 from .models import Run
 
@@ -26,9 +26,8 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
             return await self._refuse(NOT_SIGNED_IN)
         if not await database_sync_to_async(self.visible)(user):
             return await self._refuse(NOT_FOUND)
-        self.group = self.group_name()
         self.user_group = user_group_name(user.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.join()
         await self.channel_layer.group_add(self.user_group, self.channel_name)
         await self.accept()
 
@@ -38,9 +37,16 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         await self.close(code=code)
 
+    async def join(self):
+        self.group = self.group_name()
+        await self.channel_layer.group_add(self.group, self.channel_name)
+
+    async def leave(self):
+        await self.channel_layer.group_discard(self.group, self.channel_name)
+
     async def disconnect(self, code):
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        if hasattr(self, "user_group"):
+            await self.leave()
             await self.channel_layer.group_discard(self.user_group, self.channel_name)
 
     async def access_changed(self, event):
@@ -62,7 +68,9 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
 
     async def run_messages(self, event):
         # frames encoded once by the sender (webapp/live.py), one JSON message each
-        frames = event["frames"]
+        await self.send_frames(event["frames"])
+
+    async def send_frames(self, frames):
         if self.batched and len(frames) > 1:
             # one frame for the whole poll: a 400-step catch-up to 50 viewers was 20,000 sends from the
             # one event loop (p95 506 ms); joined as text, nothing is decoded or encoded again
@@ -75,10 +83,20 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
 class RunConsumer(_GroupConsumer):
     """ws/runs/{id}/. The page renders what the database holds first, then applies these;
     a message can therefore repeat a point the page already has, and the client ignores
-    steps it has."""
+    steps it has. The run's messages come from its stream through the process's `Hub` (webapp/live.py), not
+    the channel layer: a burst of pushes overflowed the layer's per-process queue (issue 26)."""
 
-    def group_name(self):
-        return run_group_name(self.pk)
+    async def join(self):
+        self.hub = Hub.of_this_loop()
+        await self.hub.watch(self.pk, self)
+
+    async def leave(self):
+        self.hub.unwatch(self.pk, self)
+
+    async def live_frames(self, frames, behind):
+        """The Hub's entries for this socket, in order; `behind` when some it should have had were trimmed
+        from the stream first: it is told before the rest, and the client re-reads what it missed."""
+        await self.send_frames([BEHIND_FRAME, *frames] if behind else frames)
 
     def visible(self, user) -> bool:
         return Run.objects.visible_to(user).filter(pk=self.pk).exists()
