@@ -103,7 +103,9 @@
     if (state.logY) url.searchParams.set("log", "1");
     if (state.xMode !== DEFAULTS.xMode) url.searchParams.set("x", state.xMode);
     state.hidden.forEach(function (k) { url.searchParams.append("hide", k); });
-    const query = url.searchParams.toString();
+    // URLSearchParams encodes every comma and slash; both are plain in a query, and a link stays readable
+    // (compare's runs=1,2; a hidden series like eval/pass@1)
+    const query = url.searchParams.toString().replace(/%2C/gi, ",").replace(/%2F/gi, "/");
     // replaceState: a settings change is not a page of its own for the back button
     history.replaceState(history.state, "", url.pathname + (query ? "?" + query : "") + url.hash);
   }
