@@ -31,16 +31,16 @@ def messages_of(frames):
     return out
 
 
-def test_a_socket_whose_entries_were_trimmed_before_it_read_them_is_told_it_fell_behind(run, settings):
-    settings.LIVE_STREAM_MAXLEN = 5
+def watch_20_pushes(run, query: str = "") -> list[dict]:
+    """The messages a socket of the run gets while 20 steps are pushed on the reader's own event loop (so it
+    cannot read until all 20 are in)."""
     headers = [(b"authorization", f"Token {ApiToken.issue(run.created_by)}".encode())]
 
     async def go():
-        communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/?batch=1", headers=headers)
+        communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/{query}", headers=headers)
         connected, _ = await communicator.connect(timeout=5)
         assert connected
         await communicator.receive_nothing(timeout=0.3)
-        # pushed on the reader's own event loop: it cannot read until all 20 are in and 15 trimmed
         for step in range(1, 21):
             push(run.pk, [{"type": "metrics", "step": step}])
         frames = []
@@ -49,7 +49,12 @@ def test_a_socket_whose_entries_were_trimmed_before_it_read_them_is_told_it_fell
         await communicator.disconnect()
         return messages_of(frames)
 
-    messages = async_to_sync(go)()
+    return async_to_sync(go)()
+
+
+def test_a_socket_whose_entries_were_trimmed_before_it_read_them_is_told_it_fell_behind(run, settings):
+    settings.LIVE_STREAM_MAXLEN = 5  # 15 of the 20 are trimmed before the reader runs
+    messages = watch_20_pushes(run, "?batch=1")
     assert {"type": "behind"} in messages
     after = messages[messages.index({"type": "behind"}) + 1:]
     assert [m["step"] for m in after] == [16, 17, 18, 19, 20]
@@ -58,19 +63,4 @@ def test_a_socket_whose_entries_were_trimmed_before_it_read_them_is_told_it_fell
 
 
 def test_a_socket_that_kept_up_is_never_told_it_fell_behind(run):
-    headers = [(b"authorization", f"Token {ApiToken.issue(run.created_by)}".encode())]
-
-    async def go():
-        communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/", headers=headers)
-        connected, _ = await communicator.connect(timeout=5)
-        assert connected
-        await communicator.receive_nothing(timeout=0.3)
-        for step in range(1, 21):
-            push(run.pk, [{"type": "metrics", "step": step}])
-        frames = []
-        while not await communicator.receive_nothing(timeout=0.5):
-            frames.append(await communicator.receive_from(timeout=1))
-        await communicator.disconnect()
-        return messages_of(frames)
-
-    assert async_to_sync(go)() == [{"type": "metrics", "step": step} for step in range(1, 21)]
+    assert watch_20_pushes(run) == [{"type": "metrics", "step": step} for step in range(1, 21)]
