@@ -173,6 +173,21 @@ def stage_events(run: Run) -> list[dict]:
     return [e.payload for e in RunEvent.objects.filter(run=run, type="stage").order_by("seq")]
 
 
+def live_state(run: Run) -> dict:
+    """What the run page's live messages add to it, as the page opens with it (its initial JSON) and as
+    GET /api/runs/{id}/live-state gives it to a page that missed some of those messages (`behind`, or a socket
+    that reconnects): the steps with rollouts (`group`), the heatmap (`group`), R-Zero's stages (`stage`) and
+    question sets (`questions`), and where the run was resumed (`resume`). One function, so the page and the
+    API cannot disagree."""
+    return {
+        "steps": group_steps(run),
+        "heatmap": latest_similarity_groups(run),
+        "stages": stage_events(run),
+        "resumes": resume_points(run),
+        "iterations": run.rzero_iterations(),
+    }
+
+
 def hyperparameter_diff(runs: list[Run]) -> dict:
     """The compare page's table: a row per run setting (steps, seed, hardware, eval set), then one per
     hyperparameter any of the runs has (a value the run did not set is its method's default):
