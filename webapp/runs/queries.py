@@ -169,8 +169,14 @@ def groups_at(run: Run, step: int | None, prompt_id: str | None = None):
 
 
 def stage_events(run: Run) -> list[dict]:
-    """R-Zero's stage events in order: {iteration, phase, state, ...}."""
-    return [e.payload for e in RunEvent.objects.filter(run=run, type="stage").order_by("seq")]
+    """R-Zero's stage events in order, as their live `stage` messages carry them: {iteration, phase, state, ...}."""
+    return [stage_fields(e.payload) for e in RunEvent.objects.filter(run=run, type="stage").order_by("seq")]
+
+
+def stage_fields(event: dict) -> dict:
+    """A stage event as the run page shows it, live and on load: without the log's own fields (the page lists
+    every other field as a detail of the stage)."""
+    return {k: v for k, v in event.items() if k not in ("seq", "time", "type")}
 
 
 def live_state(run: Run) -> dict:
