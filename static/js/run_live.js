@@ -354,6 +354,9 @@
     li.textContent = "Iteration " + stage.iteration + " · " + stage.phase + ": " + stage.state + (details ? " (" + details + ")" : "");
   }
   (initial.stages || []).forEach(showStage);
+  // Stage events the page has shown: a line changes with each, so a read of them all (readLiveState) is newer
+  // than the page only when it holds more; one answered before a stage message that arrived since would undo it.
+  let stagesShown = (initial.stages || []).length;
 
   // R-Zero question sets: a link per iteration, added when its set is ingested (`questions` messages).
   function addIterationLink(m) {
@@ -394,7 +397,10 @@
     });
     if (drawn) drawHeatmap();
     // in the order they were logged: a stage's line ends with its latest state
-    (s.stages || []).forEach(showStage);
+    if ((s.stages || []).length > stagesShown) {
+      s.stages.forEach(showStage);
+      stagesShown = s.stages.length;
+    }
     (s.iterations || []).forEach(function (k) { addIterationLink({ iteration: k }); });
     // a resume is its trainer's `running` event: its time tells one the page has from one it lacks
     const known = new Set(resumes.map(function (r) { return r.time; }));
@@ -419,7 +425,7 @@
   }
 
   const handlers = {
-    stage: showStage,
+    stage: function (m) { stagesShown += 1; showStage(m); },
     questions: addIterationLink,
     metrics: function (m) {
       // A step beyond the next one means messages were lost while the socket stayed open (Redis

@@ -263,9 +263,10 @@ def test_a_page_told_it_fell_behind_reads_what_it_missed_and_says_so(live_stack,
 def test_a_page_told_it_fell_behind_reads_the_heatmap_step_links_and_history_its_lost_messages_carried(
         live_stack, live_user, session_key, browser_page, monkeypatch):
     """Pushes numbered but trimmed from the run's stream before the web server read them: two steps' groups, a
-    resumed trainer and a cancel request. The next push shows the server the gap, the page is told `behind`, and
-    reads back from the API what only those messages carried (the heatmap's step, the step links, the resume
-    marker, the history row), without a reload; the prompt the user chose in the heatmap stays chosen."""
+    resumed trainer, a stage and a question set, and a cancel request. The next push shows the server the gap, the
+    page is told `behind`, and reads back from the API what only those messages carried (the heatmap's step, the
+    step links, the resume marker, the stage, the question set's link, the history row), without a reload; the
+    prompt the user chose in the heatmap stays chosen."""
     import redis
     from django.conf import settings
 
@@ -279,11 +280,17 @@ def test_a_page_told_it_fell_behind_reads_the_heatmap_step_links_and_history_its
     by_step = {}
     for e in log:
         by_step.setdefault(e.get("step"), []).append(e)
-    # the trainer starts again before step 3: a seq of its own, the later events numbered after it
-    restarted = {"seq": by_step[3][0]["seq"], "time": by_step[3][0]["time"] - 0.1, "type": "status",
-                 "state": "running", "message": "resumed"}
+    # before step 3 the trainer starts again and logs a stage and a question set: seqs of their own, the later
+    # events numbered after them
+    seq, time = by_step[3][0]["seq"], by_step[3][0]["time"] - 0.1
+    question = {"id": "q1", "question": "1 + 1?", "text": "1 + 1?", "p_hat": 1.0, "pseudo_label": "2",
+                "answers": ["2"], "kept": True}
+    unseen = [{"seq": seq, "time": time, "type": "status", "state": "running", "message": "resumed"},
+              {"seq": seq + 1, "time": time, "type": "stage", "iteration": 1, "phase": "challenger", "state": "done"},
+              {"seq": seq + 2, "time": time, "type": "questions", "iteration": 1, "offset": 0, "total": 1,
+               "questions": [question]}]
     for e in by_step[3] + by_step[4]:
-        e["seq"] += 1
+        e["seq"] += len(unseen)
     off_loop(ingest_events, run, by_step[None] + by_step[1])
     sign_in(page, live_stack, session_key)
     # the socket's own read when it opens is answered before anything below is written
@@ -305,7 +312,7 @@ def test_a_page_told_it_fell_behind_reads_the_heatmap_step_links_and_history_its
     with monkeypatch.context() as trimmed:
         trimmed.setattr(live, "_send_all", trimmed_unread)
         off_loop(ingest_events, run, by_step[2])
-        off_loop(ingest_events, run, [restarted] + by_step[3])
+        off_loop(ingest_events, run, unseen + by_step[3])
         off_loop(lifecycle.request_cancel, run.pk, live_user)
     off_loop(ingest_events, run, [e for e in by_step[4] if e["type"] == "metrics"])  # no group: the heatmap stays at 3
     page.wait_for_function("() => document.getElementById('heatmap-step').textContent === '3'")
@@ -321,6 +328,11 @@ def test_a_page_told_it_fell_behind_reads_the_heatmap_step_links_and_history_its
     resumed_at = page.evaluate("() => { const l = document.getElementById('chart-kl')._fullLayout;"
                                " return l.shapes[l.annotations.findIndex(a => a.text === 'resumed')].x0; }")
     assert resumed_at == 2  # the step logged just before the trainer started again
+    assert page.is_visible("#stages-card")
+    assert page.eval_on_selector_all("#stages li", "lis => lis.map(li => li.textContent)") == [
+        "Iteration 1 · challenger: done"]
+    assert page.eval_on_selector_all("#iteration-links a", "links => links.map(a => a.textContent)") == [
+        "Iteration 1 questions"]
 
 
 def test_a_page_open_across_a_web_server_restart_catches_up_without_a_reload(live_stack, live_user, session_key,
