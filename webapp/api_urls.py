@@ -17,6 +17,7 @@ urlpatterns = [
     path("runs/<id:pk>/resume", runs.run_resume),
     path("runs/<id:pk>/clone", runs.run_clone),
     path("runs/<id:pk>/transitions", runs.run_transitions),
+    path("runs/<id:pk>/live-state", runs.run_live_state),
     path("runs/<id:pk>/alerts", runs.run_alerts),
     path("runs/<id:pk>/metrics", runs.run_metrics),
     path("runs/<id:pk>/metrics/export", explorer.run_metrics_export),

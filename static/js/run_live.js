@@ -316,16 +316,27 @@
     setState(r.state, r.message);
   }
 
+  // Steps with rollouts: a link per step, in step order. The steps linked are kept in a set, so a read of every
+  // step (readLiveState) adds the missing ones without searching the page's links once per step of a long run.
+  const stepLinks = document.getElementById("step-links");
+  const linkedSteps = new Set(Array.prototype.map.call(stepLinks.querySelectorAll("a[data-step]"),
+    function (a) { return Number(a.dataset.step); }));
+  let lastLinked = Array.from(linkedSteps).reduce(function (a, b) { return Math.max(a, b); }, -Infinity);
+
   function addStepLink(step) {
-    const p = document.getElementById("step-links");
-    if (p.querySelector('[data-step="' + CSS.escape(String(step)) + '"]')) return;
-    if (!p.querySelector("a")) p.textContent = "";
+    if (linkedSteps.has(step)) return;
+    if (!linkedSteps.size) stepLinks.textContent = "";  // "none yet"
     const a = document.createElement("a");
     a.href = document.getElementById("rollouts-link").getAttribute("href") + "?step=" + step;
     a.textContent = String(step);
     a.dataset.step = String(step);
-    p.appendChild(a);
-    p.appendChild(document.createTextNode(" "));
+    // a step read back after missed messages may come before steps that arrived live
+    const later = step > lastLinked ? null : Array.prototype.find.call(stepLinks.querySelectorAll("a[data-step]"),
+      function (x) { return Number(x.dataset.step) > step; });
+    stepLinks.insertBefore(a, later || null);
+    stepLinks.insertBefore(document.createTextNode(" "), later || null);
+    linkedSteps.add(step);
+    lastLinked = Math.max(lastLinked, step);
   }
 
   // R-Zero stages: one line per (iteration, phase), updated as its state changes.
@@ -343,6 +354,9 @@
     li.textContent = "Iteration " + stage.iteration + " · " + stage.phase + ": " + stage.state + (details ? " (" + details + ")" : "");
   }
   (initial.stages || []).forEach(showStage);
+  // Stage events the page has shown: a line changes with each, so a read of them all (readLiveState) is newer
+  // than the page only when it holds more; one answered before a stage message that arrived since would undo it.
+  let stagesShown = (initial.stages || []).length;
 
   // R-Zero question sets: a link per iteration, added when its set is ingested (`questions` messages).
   function addIterationLink(m) {
@@ -353,8 +367,49 @@
     a.href = p.dataset.href + "?iteration=" + m.iteration;
     a.textContent = "Iteration " + m.iteration + " questions";
     a.dataset.iteration = String(m.iteration);
-    p.appendChild(a);
-    p.appendChild(document.createTextNode(" "));
+    // in iteration order: one read back after missed messages may come before one that arrived live
+    const later = Array.prototype.find.call(p.querySelectorAll("a[data-iteration]"),
+      function (x) { return Number(x.dataset.iteration) > m.iteration; });
+    p.insertBefore(a, later || null);
+    p.insertBefore(document.createTextNode(" "), later || null);
+  }
+
+  // ------------------------------------------------------------------ what live messages add, read back
+
+  // The parts of the page only live messages grow (step links, heatmap, R-Zero's stages and question sets,
+  // resume markers), read back when this page may have missed some of those messages: told `behind`, or a
+  // socket opening (after the render, or again after a drop). The API gives them as the page's initial JSON has
+  // them (webapp/runs/queries.py::live_state); what the page has already is kept, nothing is shown twice.
+  function readLiveState() {
+    C.getJSON("/api/runs/" + runId + "/live-state").then(applyLiveState).catch(function () { /* keep what we have */ });
+  }
+
+  function applyLiveState(s) {
+    (s.steps || []).forEach(addStepLink);
+    // The heatmap: the API's step replaces an older one's groups; at the step shown its groups are set over the
+    // page's, so a group of that step that arrived live after the API's read is kept. The chosen prompt stays
+    // chosen when the step has it (drawHeatmap).
+    const h = s.heatmap || {};
+    let drawn = false;
+    (h.groups || []).forEach(function (g) {
+      drawn = addGroup({ step: h.step, prompt_id: g.prompt_id, majority_answer: g.majority_answer,
+        similarity: g.similarity }) || drawn;
+    });
+    if (drawn) drawHeatmap();
+    // in the order they were logged: a stage's line ends with its latest state
+    if ((s.stages || []).length > stagesShown) {
+      s.stages.forEach(showStage);
+      stagesShown = s.stages.length;
+    }
+    (s.iterations || []).forEach(function (k) { addIterationLink({ iteration: k }); });
+    // a resume is its trainer's `running` event: its time tells one the page has from one it lacks
+    const known = new Set(resumes.map(function (r) { return r.time; }));
+    const missing = (s.resumes || []).filter(function (r) { return !known.has(r.time); });
+    if (missing.length) {
+      missing.forEach(function (r) { resumes.push({ step: r.step, time: r.time }); });
+      resumes.sort(function (a, b) { return a.time - b.time; });  // eta() reads the latest resume last
+      redrawMarkers();
+    }
   }
 
   // ------------------------------------------------------------------ live
@@ -370,7 +425,7 @@
   }
 
   const handlers = {
-    stage: showStage,
+    stage: function (m) { stagesShown += 1; showStage(m); },
     questions: addIterationLink,
     metrics: function (m) {
       // A step beyond the next one means messages were lost while the socket stayed open (Redis
@@ -401,22 +456,25 @@
     // them (webapp/live.py): what they said is in the database, read back now; the notice says so.
     behind: function () {
       catchUp();
+      readHistory();
+      readLiveState();
       const notice = document.getElementById("live-notice");
       notice.textContent = "Some live updates were missed at " + new Date().toLocaleTimeString() +
-        "; the charts were read again from the server.";
+        "; the page was read again from the server.";
       notice.hidden = false;
     },
     open: function () {
       indicator.textContent = "live"; indicator.className = "live on";
       catchUp();
       readHistory();
+      readLiveState();
     },
     close: function () { indicator.textContent = "not live"; indicator.className = "live off"; },
   };
 
   // The run's history: rendered by the server, read again whenever the socket opens (a change made between the
-  // render and the socket, a worker claiming the run just launched, sent its message to nobody), and grown by
-  // the `transition` of each status message after that.
+  // render and the socket, a worker claiming the run just launched, sent its message to nobody) or is told it
+  // fell behind, and grown by the `transition` of each status message after that.
   function historyRow(t) {
     const tr = document.createElement("tr");
     tr.dataset.transitionId = String(t.id);

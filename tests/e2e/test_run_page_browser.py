@@ -260,6 +260,81 @@ def test_a_page_told_it_fell_behind_reads_what_it_missed_and_says_so(live_stack,
     assert "missed" in page.locator("#live-notice").text_content()
 
 
+def test_a_page_told_it_fell_behind_reads_the_heatmap_step_links_and_history_its_lost_messages_carried(
+        live_stack, live_user, session_key, browser_page, monkeypatch):
+    """Pushes numbered but trimmed from the run's stream before the web server read them: two steps' groups, a
+    resumed trainer, a stage and a question set, and a cancel request. The next push shows the server the gap, the
+    page is told `behind`, and reads back from the API what only those messages carried (the heatmap's step, the
+    step links, the resume marker, the stage, the question set's link, the history row), without a reload; the
+    prompt the user chose in the heatmap stays chosen."""
+    import redis
+    from django.conf import settings
+
+    from webapp import live
+
+    page = browser_page
+    run = Run.objects.create(name="gap", method="evol_rl", prompt_set=make_prompt_set(live_user), max_steps=6,
+                             created_by=live_user, state=Run.RUNNING)
+    log = [e for e in crafted_log(steps=4, extra={"entropy": 1.0})
+           if e["type"] != "checkpoint" and e.get("state") in (None, "running")]
+    by_step = {}
+    for e in log:
+        by_step.setdefault(e.get("step"), []).append(e)
+    # before step 3 the trainer starts again and logs a stage and a question set: seqs of their own, the later
+    # events numbered after them
+    seq, time = by_step[3][0]["seq"], by_step[3][0]["time"] - 0.1
+    question = {"id": "q1", "question": "1 + 1?", "text": "1 + 1?", "p_hat": 1.0, "pseudo_label": "2",
+                "answers": ["2"], "kept": True}
+    unseen = [{"seq": seq, "time": time, "type": "status", "state": "running", "message": "resumed"},
+              {"seq": seq + 1, "time": time, "type": "stage", "iteration": 1, "phase": "challenger", "state": "done"},
+              {"seq": seq + 2, "time": time, "type": "questions", "iteration": 1, "offset": 0, "total": 1,
+               "questions": [question]}]
+    for e in by_step[3] + by_step[4]:
+        e["seq"] += len(unseen)
+    off_loop(ingest_events, run, by_step[None] + by_step[1])
+    sign_in(page, live_stack, session_key)
+    # the socket's own read when it opens is answered before anything below is written
+    with page.expect_response(lambda r: r.url.endswith(f"/api/runs/{run.pk}/live-state")):
+        page.goto(f"{live_stack.url}/runs/{run.pk}/")
+    page.wait_for_function("() => document.getElementById('live-indicator').textContent === 'live'")
+    assert page.inner_text("#heatmap-step") == "1"
+    page.select_option("#heatmap-prompt", "p2")
+    rows = page.locator("#history-rows tr").count()
+
+    numbers = redis.Redis.from_url(settings.REDIS_URL)
+
+    def trimmed_unread(batches):
+        """What a push whose entry was trimmed before the server read it leaves: its number taken, no entry."""
+        for group in batches:
+            if group.startswith("run-"):
+                numbers.incr(live.run_stream_key(int(group.removeprefix("run-"))) + ":seq")
+
+    with monkeypatch.context() as trimmed:
+        trimmed.setattr(live, "_send_all", trimmed_unread)
+        off_loop(ingest_events, run, by_step[2])
+        off_loop(ingest_events, run, unseen + by_step[3])
+        off_loop(lifecycle.request_cancel, run.pk, live_user)
+    off_loop(ingest_events, run, [e for e in by_step[4] if e["type"] == "metrics"])  # no group: the heatmap stays at 3
+    page.wait_for_function("() => document.getElementById('heatmap-step').textContent === '3'")
+    assert page.eval_on_selector_all("#step-links a", "links => links.map(a => a.textContent)") == ["1", "2", "3"]
+    page.wait_for_function(f"() => document.querySelectorAll('#history-rows tr').length === {rows + 1}")
+    assert page.locator("#history-rows tr").first.inner_text().split("\t")[1:4] == [
+        "running", "cancel requested", live_user.username]
+    assert "missed" in page.locator("#live-notice").text_content()
+    assert page.eval_on_selector_all("#heatmap-prompt option", "os => os.map(o => o.value)") == ["p1", "p2"]
+    assert page.get_attribute("#heatmap", "data-prompt") == "p2"
+    page.wait_for_function("() => document.getElementById('chart-kl')._fullLayout.annotations"
+                           ".filter(a => a.text === 'resumed').length === 1")
+    resumed_at = page.evaluate("() => { const l = document.getElementById('chart-kl')._fullLayout;"
+                               " return l.shapes[l.annotations.findIndex(a => a.text === 'resumed')].x0; }")
+    assert resumed_at == 2  # the step logged just before the trainer started again
+    assert page.is_visible("#stages-card")
+    assert page.eval_on_selector_all("#stages li", "lis => lis.map(li => li.textContent)") == [
+        "Iteration 1 · challenger: done"]
+    assert page.eval_on_selector_all("#iteration-links a", "links => links.map(a => a.textContent)") == [
+        "Iteration 1 questions"]
+
+
 def test_a_page_open_across_a_web_server_restart_catches_up_without_a_reload(live_stack, live_user, session_key,
                                                                             browser_page, tmp_path):
     """daphne restarts (a deploy) while steps are stored: the page's socket reconnects and reads the

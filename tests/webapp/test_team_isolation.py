@@ -48,7 +48,7 @@ READ_URLS = [
     "/api/runs/{run}/metrics?max_points=10&since_step=0", "/runs/new/?clone={run}",
     "/api/runs/{run}/prompts/p1/history", "/runs/{run}/prompts/p1/", "/api/runs/{run}/metrics/export",
     "/api/runs/{run}/rollouts/search?q=answer", "/api/runs/{run}/rollouts/export?format=csv",
-    "/runs/{run}/rollouts/search/?q=answer",
+    "/runs/{run}/rollouts/search/?q=answer", "/api/runs/{run}/live-state",
 ]
 
 

@@ -10,7 +10,7 @@ from webapp.numbers import is_whole_number, whole_number
 
 from .actions import cancel_run, clone_run, delete_run, launch_run, resume_run, update_run
 from .models import Run, RunTransition
-from .queries import metric_series_of_runs
+from .queries import live_state, metric_series_of_runs
 
 
 def with_run(view):
@@ -107,6 +107,13 @@ def _series_params(request):
 @with_run
 def run_alerts(request, run):
     return JsonResponse({"alerts": Alert.of_run_json(run)})
+
+
+@api_view(["GET"])
+@with_run
+def run_live_state(request, run):
+    """The parts of the run page that live messages grow, as the page opens with them (queries.live_state)."""
+    return JsonResponse({"run": run.pk, **live_state(run)})
 
 
 @api_view(["GET"])

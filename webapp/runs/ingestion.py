@@ -23,6 +23,7 @@ from webapp import bulk
 from webapp.metrics import series
 from webapp.runs import lifecycle
 from webapp.runs.models import Group, Rollout, Run, RunEvent, RZeroQuestion
+from webapp.runs.queries import stage_fields
 from webapp.runs.table_statistics import keep_statistics
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ def _live_message(event: dict) -> dict | None:
         return {"type": "group", "step": event["step"], "prompt_id": str(event["prompt_id"]),
                 "majority_answer": event.get("majority_answer"), "similarity": event.get("similarity"), "rollouts": []}
     if kind == "stage":
-        return {"type": "stage", **{k: v for k, v in event.items() if k not in ("seq", "time", "type")}}
+        return {"type": "stage", **stage_fields(event)}
     if kind == "questions":  # the page links the set; its rows are read from the database
         return {"type": "questions", "iteration": event["iteration"], "offset": event["offset"],
                 "count": len(event.get("questions", [])), "total": event["total"]}

@@ -169,8 +169,29 @@ def groups_at(run: Run, step: int | None, prompt_id: str | None = None):
 
 
 def stage_events(run: Run) -> list[dict]:
-    """R-Zero's stage events in order: {iteration, phase, state, ...}."""
-    return [e.payload for e in RunEvent.objects.filter(run=run, type="stage").order_by("seq")]
+    """R-Zero's stage events in order, as their live `stage` messages carry them: {iteration, phase, state, ...}."""
+    return [stage_fields(e.payload) for e in RunEvent.objects.filter(run=run, type="stage").order_by("seq")]
+
+
+def stage_fields(event: dict) -> dict:
+    """A stage event as the run page shows it, live and on load: without the log's own fields (the page lists
+    every other field as a detail of the stage)."""
+    return {k: v for k, v in event.items() if k not in ("seq", "time", "type")}
+
+
+def live_state(run: Run) -> dict:
+    """What the run page's live messages add to it, as the page opens with it (its initial JSON) and as
+    GET /api/runs/{id}/live-state gives it to a page that missed some of those messages (`behind`, or a socket
+    that reconnects): the steps with rollouts (`group`), the heatmap (`group`), R-Zero's stages (`stage`) and
+    question sets (`questions`), and where the run was resumed (`resume`). One function, so the page and the
+    API cannot disagree."""
+    return {
+        "steps": group_steps(run),
+        "heatmap": latest_similarity_groups(run),
+        "stages": stage_events(run),
+        "resumes": resume_points(run),
+        "iterations": run.rzero_iterations(),
+    }
 
 
 def hyperparameter_diff(runs: list[Run]) -> dict:

@@ -21,14 +21,11 @@ from .listing import run_listing
 from .models import Run, RunTransition
 from .queries import (
     chart_metrics,
-    group_steps,
     hyperparameter_diff,
     hyperparameter_rows,
-    latest_similarity_groups,
+    live_state,
     metric_series_of_runs,
-    resume_points,
     run_time_origin,
-    stage_events,
 )
 
 
@@ -73,10 +70,7 @@ def run_detail(request, pk):
         "metric_catalogue": metric_groups.catalogue(),
         "terminal_states": sorted(Run.TERMINAL),
         "chart_metrics": chart_metrics(run),
-        "steps": group_steps(run),
-        "stages": stage_events(run),
-        "heatmap": latest_similarity_groups(run),
-        "resumes": resume_points(run),
+        **live_state(run),  # steps, heatmap, stages, resumes, iterations: what GET .../live-state reads back
         "time_origin": run_time_origin(run),
         "alerts": Alert.of_run_json(run),
         "role": role,
@@ -84,7 +78,7 @@ def run_detail(request, pk):
     }
     transitions, older = RunTransition.page(run.pk, limit=HISTORY_ON_PAGE)
     return render(request, "runs/detail.html", {
-        "run": run, "initial": initial, "iterations": run.rzero_iterations(), "role": role, "can_act": can_act,
+        "run": run, "initial": initial, "role": role, "can_act": can_act,
         "hp_rows": hp_rows, "alert_rule_rows": alert_rule_rows, "cloned_from": source,
         "no_worker_for_queue": no_worker_for(run), "transitions": transitions, "older_transitions": older,
         "history_limit": HISTORY_ON_PAGE,
