@@ -1,6 +1,6 @@
 // The run list, live: one socket per team shown (ws/teams/{id}/). A `run` message updates
 // its row (state, step, health figures); an `alert` message updates the row's count of
-// active alerts. A run without a row (just launched) or one that leaves the state filter
+// active alerts; a `deleted` run's row goes. A run without a row (just launched) or one that leaves the state filter
 // makes the table body reload from the server, which applies the filters.
 // Everything from the server is set with textContent: run names and messages are user text.
 (function () {
@@ -89,6 +89,15 @@
       });
     }
     row.dataset.updated = String(Date.now());
+  }
+
+  // A run deleted (by anyone, anywhere): its row goes, ticked or not.
+  function dropRun(runId) {
+    const row = rowOf(runId);
+    delete absent[runId];
+    if (!row) return;
+    row.remove();
+    updateCompare();
   }
 
   function applyAlert(message) {
@@ -202,6 +211,7 @@
       try { message = JSON.parse(event.data); } catch (e) { return; }
       if (message.type === "run") applyRun(message);
       else if (message.type === "alert") applyAlert(message);
+      else if (message.type === "deleted") dropRun(message.id);
     };
     socket.onclose = function (event) {
       open[teamId] = false;

@@ -1,5 +1,5 @@
 // The team's alerts page: rows from the page's JSON, then live `alert` messages from
-// ws/teams/{id}/ (opened, updated, acknowledged, resolved). Alert text is model- and
+// ws/teams/{id}/ (opened, updated, acknowledged, resolved); a `deleted` run's rows go. Alert text is model- and
 // user-derived: it is only ever set with textContent. Members tick open alerts and acknowledge
 // them together (POST /api/teams/{id}/alerts/acknowledge, all or none).
 (function () {
@@ -35,6 +35,7 @@
     fresh.dataset.alertId = alert.id;
     fresh.dataset.rule = alert.rule;
     fresh.dataset.state = alert.state;
+    fresh.dataset.run = alert.run;
     fresh.className = "alert-row severity-" + alert.severity + " state-" + alert.state;
     if (canAct) {
       const pick = cell(fresh, "");
@@ -137,7 +138,14 @@
     const ws = new WebSocket(scheme + location.host + "/ws/teams/" + teamId + "/");
     const indicator = document.getElementById("live-indicator");
     ws.onopen = function () { indicator.textContent = "live"; indicator.className = "live on"; retry = 500; };
-    ws.onmessage = function (e) { const m = JSON.parse(e.data); if (m.type === "alert") render(m); };
+    ws.onmessage = function (e) {
+      const m = JSON.parse(e.data);
+      if (m.type === "alert") render(m);
+      else if (m.type === "deleted") {  // a run deleted with its alerts
+        body.querySelectorAll('tr[data-run="' + CSS.escape(String(m.id)) + '"]').forEach(function (row) { row.remove(); });
+        update();
+      }
+    };
     ws.onclose = function () {
       indicator.textContent = "not live"; indicator.className = "live off";
       setTimeout(connect, retry); retry = Math.min(retry * 2, 10000);

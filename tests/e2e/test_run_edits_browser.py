@@ -87,7 +87,10 @@ def test_a_member_renames_annotates_retags_archives_and_deletes_an_ended_run_fro
     page.wait_for_selector(row(run.pk))
 
     # Delete: the box must be ticked (the browser does not send the form otherwise), then the run is gone, from the
-    # list, its page, and the worker's disk.
+    # list (one open in another tab drops its row live), its page, and the worker's disk.
+    listing.goto(live_stack.url + "/?archived=1")
+    listing.wait_for_function("() => document.getElementById('live-indicator').textContent === 'live'")
+    listing.wait_for_selector(row(run.pk))
     page.click(f"{row(run.pk)} .run-name")
     page.wait_for_url(f"**/runs/{run.pk}/")
     page.click("#edit-run summary")
@@ -98,6 +101,7 @@ def test_a_member_renames_annotates_retags_archives_and_deletes_an_ended_run_fro
     page.wait_for_selector("ul.messages li")
     assert f"Run #{run.pk}" in page.inner_text("ul.messages") and "was deleted" in page.inner_text("ul.messages")
     assert page.query_selector(row(run.pk)) is None
+    listing.wait_for_selector(row(run.pk), state="detached")
     page.goto(live_stack.url + "/?archived=1")
     assert page.query_selector(row(run.pk)) is None
     assert page.goto(f"{live_stack.url}/runs/{run.pk}/").status == 404

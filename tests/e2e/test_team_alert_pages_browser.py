@@ -63,6 +63,27 @@ def test_a_member_ticks_several_alerts_and_acknowledges_them_with_one_button(
                                                 "acknowledged; none was")
 
 
+def test_a_deleted_runs_alerts_leave_an_open_alerts_page(live_stack, transactional_db, browser_page, session_key, team,
+                                                         alerts, live_user):
+    from tests.e2e.helpers import off_loop
+    from webapp.runs.actions import delete_run
+
+    page = browser_page
+    other = Run.objects.create(name="kept", method="ttrl", prompt_set=make_prompt_set(live_user, team=team),
+                               max_steps=9, created_by=live_user, state=Run.SUCCEEDED)
+    kept = Alert.objects.create(team=team, run=other, rule="entropy_collapse", message="seen", step=3, last_step=3,
+                                state=Alert.CLOSED)
+    Run.objects.filter(pk=alerts[0].run_id).update(state=Run.SUCCEEDED)
+    Alert.objects.filter(run_id=alerts[0].run_id).update(state=Alert.CLOSED)
+    sign_in(page, live_stack, session_key)
+    page.goto(f"{live_stack.url}/teams/{team.pk}/alerts/?state=all")
+    page.wait_for_function("() => document.getElementById('live-indicator').textContent === 'live'")
+    assert page.locator("#alerts-table tbody tr[data-alert-id]").count() == 5
+    off_loop(delete_run, Run.objects.get(pk=alerts[0].run_id), live_user)
+    page.wait_for_function("() => document.querySelectorAll('#alerts-table tbody tr[data-alert-id]').length === 1")
+    assert page.get_attribute("#alerts-table tbody tr[data-alert-id]", "data-alert-id") == str(kept.pk)
+
+
 def test_an_admin_sends_a_webhook_a_test_and_sees_it_delivered_in_a_table_that_fits_its_card(
         live_stack, transactional_db, browser_page, session_key, team):
     page = browser_page

@@ -357,5 +357,6 @@ def delete_run(run: Run, user) -> None:
         run.events.all()._raw_delete(run.events.db)
         run_id = run.pk
         run.delete()
+        lifecycle.deleted(run_id, run.team_id)
         if not run.is_external:  # a run trained elsewhere has no directory on our workers
             send_on_commit(DELETE_RUN_FILES, [run_id], queue=run.queue)

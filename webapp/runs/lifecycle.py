@@ -1,5 +1,5 @@
 """A run's lifecycle: dispatch, claim, heartbeat, finish, hand back, cancel before start, requeue
-for resume, and reaping runs whose supervisor is gone. Each transition writes the run's state, records
+for resume, reaping runs whose supervisor is gone, and deletion. Each transition writes the run's state, records
 it in the run's history with its cause (RunTransition: who asked, which worker, why) and, on commit,
 tells the run's watchers (`status` on ws/runs/{id}/, carrying the history's new row) and its team's
 (`run` on ws/teams/{id}/: the live run list).
@@ -82,6 +82,12 @@ def queued(run: Run, by) -> None:
     """A run just launched by `by` (or cloned): its history begins, and its team's run list shows it."""
     RunTransition.record(run, RunTransition.LAUNCHED, by)
     push_on_commit(team_id=run.team_id, messages=[run_message(run)])
+
+
+def deleted(run_id: int, team_id: int) -> None:
+    """A run deleted with its rows: once that commits, its team's open run lists and alerts pages drop its rows
+    (they kept showing it until reloaded). Its own page has no socket to tell: only an ended run is deleted."""
+    push_on_commit(team_id=team_id, messages=[{"type": "deleted", "id": run_id}])
 
 
 def dispatch(run: Run) -> None:
