@@ -26,6 +26,6 @@ class MembershipAdmin(admin.ModelAdmin):
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     # Only the digest is stored; the admin can revoke a token, never read one.
-    list_display = ["user", "created_at", "last_used_at"]
+    list_display = ["user", "name", "created_at", "last_used_at"]
     readonly_fields = ["digest", "created_at", "last_used_at"]
-    search_fields = ["user__username"]
+    search_fields = ["user__username", "name"]
