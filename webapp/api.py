@@ -55,6 +55,14 @@ def by_method(**views):
     return dispatch
 
 
+def only_params(params, known, what: str) -> None:
+    """Refuse a query parameter `what` does not read (a FieldError naming it and the ones it takes): ignored, a
+    mistyped filter (`step=40` for `step_min`/`step_max`) gave every row with nothing to say so."""
+    for name in params:
+        if name not in known:
+            raise FieldError(name, f"unknown parameter {name[:100]!r}: {what} takes {', '.join(known)}")
+
+
 def json_body(request) -> dict:
     """The request's JSON object; raises FieldError (no field) with a readable message. A form
     post (multipart or urlencoded) is read as its fields, so `curl -F` works too."""

@@ -126,3 +126,10 @@ def test_a_run_without_metrics_exports_just_the_header(api_client, user):
     assert pq.read_table(io.BytesIO(export(api_client, empty, "?format=parquet")[1])).num_rows == 0
     assert export(api_client, empty, "?layout=wide")[1] == b"step,time\r\n"
     assert pq.read_table(io.BytesIO(export(api_client, empty, "?format=parquet&layout=wide")[1])).num_rows == 0
+
+
+def test_an_unknown_parameter_is_a_400_naming_it_not_a_whole_export(api_client, run):
+    # `step=40` read as a filter it is not gave every step's points, with nothing to say so
+    response = api_client.get(f"/api/runs/{run.pk}/metrics/export?format=csv&step=40")
+    assert response.status_code == 400 and response.json()["field"] == "step"
+    assert "'step'" in response.json()["error"] and "names" in response.json()["error"]

@@ -215,3 +215,10 @@ def test_a_count_past_the_cap_stops_there_and_says_more_than(api_client, run, mo
     assert (body["count"], body["count_exact"]) == (10, False)
     assert (search(api_client, run, step_min=3)["count"], search(api_client, run, step_min=3)["count_exact"]) == (8, True)
     assert search(api_client, run, q="boxed")["count_exact"] is False
+
+
+def test_an_unknown_parameter_is_a_400_naming_it_and_the_ones_it_takes(api_client, run):
+    # `step=40` is not a filter (step_min and step_max are): before, it was ignored and every step came back
+    response = api_client.get(f"/api/runs/{run.pk}/rollouts/search", {"step": "40"})
+    assert response.status_code == 400 and response.json()["field"] == "step"
+    assert "'step'" in response.json()["error"] and "step_min" in response.json()["error"]

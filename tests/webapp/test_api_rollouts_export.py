@@ -189,3 +189,9 @@ def test_a_text_search_export_waits_for_an_index_too_far_behind_to_hold_every_ma
     text_search.catch_up(run.pk, limit=14)
     _, body = export(api_client, run, format="jsonl", q="boxed")
     assert len(body.decode().splitlines()) == len(searched(api_client, run, q="boxed")) > 0
+
+
+def test_an_unknown_parameter_is_a_400_naming_it_not_a_file_of_every_rollout(api_client, run):
+    response = api_client.get(f"/api/runs/{run.pk}/rollouts/export", {"format": "csv", "step": "40"})
+    assert response.status_code == 400 and response.json()["field"] == "step"
+    assert "step_min" in response.json()["error"]

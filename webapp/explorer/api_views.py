@@ -4,14 +4,16 @@ from itertools import chain
 
 from django.http import JsonResponse, StreamingHttpResponse
 
-from webapp.api import api_view, error
+from webapp.api import api_view, error, only_params
 from webapp.runs.api_views import with_run, with_run_id
 from webapp.runs.models import Group, Run
 from webapp.runs.queries import group_steps, groups_at
 
 from . import exports
 from .history import prompt_history
-from .search import search
+from .search import SEARCH_PARAMS, search
+
+METRICS_EXPORT_PARAMS = ("format", "layout", "names")
 
 
 @api_view(["GET"])
@@ -19,6 +21,7 @@ from .search import search
 def run_metrics_export(request, run_id):
     """The run's metrics as a CSV or Parquet file, long (a row per point) or wide (a row per step, a column per
     metric: `layout=wide`), streamed (webapp/explorer/exports.py)."""
+    only_params(request.GET, METRICS_EXPORT_PARAMS, "the metrics export")
     kind = request.GET.get("format", "csv")
     if kind not in exports.FORMATS:
         return error(f"format must be one of {', '.join(exports.FORMATS)}, not {kind!r}", field="format")
@@ -37,6 +40,7 @@ def run_metrics_export(request, run_id):
 def run_rollouts_export(request, run_id):
     """Every rollout the search's filters match, in its order, as JSONL, CSV or Parquet, streamed.
     The first page is read before the response starts, so a bad filter is a 400, not a cut file."""
+    only_params(request.GET, ("format", *SEARCH_PARAMS), "the rollouts export")
     kind = request.GET.get("format", "jsonl")
     if kind not in exports.ROLLOUT_FORMATS:
         return error(f"format must be one of {', '.join(exports.ROLLOUT_FORMATS)}, not {kind!r}", field="format")
@@ -60,6 +64,7 @@ def _attachment(body, content_type: str, filename: str) -> StreamingHttpResponse
 @with_run_id
 def run_rollout_search(request, run_id):
     """Every rollout of the run matching the filters, a keyset page at a time (webapp/explorer/search.py)."""
+    only_params(request.GET, SEARCH_PARAMS, "the search")
     page = search(run_id, request.GET)
     body = {"run": run_id, "results": page.results, "next_cursor": page.next_cursor, "count": page.count,
             "count_exact": page.count_exact}
