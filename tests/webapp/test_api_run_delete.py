@@ -92,3 +92,16 @@ def test_a_refused_delete_tells_no_one(api_client, user, sent, django_capture_on
         assert api_client.delete(f"/api/runs/{running.pk}").status_code == 409
         assert api_client.delete(f"/api/runs/{ended.pk}").status_code == 200
     assert receive() == [{"type": "deleted", "id": ended.pk}]  # the first message the team got
+
+
+def test_the_runs_text_index_rows_go_with_it(api_client, user, sent):
+    # SQLite's FTS5 table has no foreign key to cascade from the rollouts (PostgreSQL's has): its rows stayed
+    from webapp.explorer.text_search import catch_up_fully
+    from webapp.runs.models import RolloutText
+
+    run, other = make_run(user), make_run(user)
+    assert catch_up_fully(run.pk) and catch_up_fully(other.pk)
+    kept = RolloutText.objects.filter(run_id=other.pk).count()
+    assert api_client.delete(f"/api/runs/{run.pk}").status_code == 200
+    assert RolloutText.objects.filter(run_id=run.pk).count() == 0
+    assert RolloutText.objects.filter(run_id=other.pk).count() == kept > 0

@@ -16,7 +16,7 @@ from webapp.prompts.models import PromptSet
 from webapp.tasks import DELETE_RUN_FILES, send_on_commit
 
 from . import lifecycle, model_names, presets
-from .models import Run, RunEvent
+from .models import RolloutText, Run, RunEvent
 
 MAX_STEPS_LIMIT = 100_000
 MAX_GPUS = 64
@@ -352,6 +352,9 @@ def delete_run(run: Run, user) -> None:
         if not run.is_terminal:  # resumed meanwhile
             raise FieldError("state", f"run {run.pk} is {run.state}: cancel it first, then delete it", status=409)
         # The biggest tables first, each in one statement (Django's cascade would read every group into memory).
+        # The text index's rows first: PostgreSQL's table would cascade from the rollouts, SQLite's FTS5 has no keys.
+        texts = RolloutText.objects.filter(rollout_id__in=run.rollouts.values("id"))
+        texts._raw_delete(texts.db)
         run.rollouts.all()._raw_delete(run.rollouts.db)
         run.groups.all()._raw_delete(run.groups.db)
         run.events.all()._raw_delete(run.events.db)
