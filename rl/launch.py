@@ -33,7 +33,11 @@ ACCELERATE_CONFIGS = Path(__file__).resolve().parent / "accelerate_configs"
 ZERO_STAGES = {2: ACCELERATE_CONFIGS / "zero2.yaml", 3: ACCELERATE_CONFIGS / "zero3.yaml"}
 
 LAUNCHERS = ("local", "slurm", "ray")
-MAIN_PROCESS_PORT = 29500
+# The main process's port of a run of several nodes, in a Slurm job: derived from the job's id, so every node of
+# the job agrees on it without talking, and two jobs that share a node do not both take accelerate's and torchrun's
+# default 29500 (the second failed: its port was in use). Ray's runs ask their first node for a free port
+# (rl/ray_launch.py); one node's several processes let accelerate pick a free one (`--main_process_port 0`).
+SLURM_MAIN_PORT = "$((20000 + SLURM_JOB_ID % 40000))"
 # The one resume switch of a job's command: "" or "--resume", decided where the job starts (a Slurm job that
 # the engine requeued after a preemption resumes from its checkpoint)
 RESUME_VARIABLE = "EVOLAB_RESUME"
@@ -60,23 +64,24 @@ def trainer_command(config_path: str | os.PathLike, out_dir: str | os.PathLike, 
         return [python, "-m", "rl.train", *arguments]
     config_file = str(accelerate_config or ZERO_STAGES[zero_stage])
     return [python, "-m", "accelerate.commands.launch", "--config_file", config_file,
-            "--num_processes", str(max(gpus, 1)), "-m", "rl.train", *arguments]
+            "--num_processes", str(max(gpus, 1)), "--main_process_port", "0", "-m", "rl.train", *arguments]
 
 
 def node_command(python: str, config_path, out_dir, nodes: int, gpus: int, node_rank: str, main_address: str,
-                 zero_stage: int = 2, accelerate_config=None) -> list[str]:
+                 main_port: str, zero_stage: int = 2, accelerate_config=None) -> list[str]:
     """argv of one node's launcher in a run of several nodes (its words may be shell variables the node
-    expands: $SLURM_NODEID). The resume switch is left to the caller (RESUME_VARIABLE)."""
+    expands: $SLURM_NODEID); every node is given the same main address and port. The resume switch is left to
+    the caller (RESUME_VARIABLE)."""
     _check(gpus, nodes, zero_stage)
     arguments = ["--config", str(config_path), "--out", str(out_dir)]
     if gpus == 0:  # CPUs: torchrun ranks the processes of every node (gloo)
         return [python, "-m", "torch.distributed.run", "--nnodes", str(nodes), "--node_rank", node_rank,
-                "--nproc_per_node", "1", "--master_addr", main_address, "--master_port", str(MAIN_PROCESS_PORT),
+                "--nproc_per_node", "1", "--master_addr", main_address, "--master_port", str(main_port),
                 "-m", "rl.train", *arguments]
     config_file = str(accelerate_config or ZERO_STAGES[zero_stage])
     return [python, "-m", "accelerate.commands.launch", "--config_file", config_file, "--num_machines", str(nodes),
             "--num_processes", str(nodes * gpus), "--machine_rank", node_rank, "--main_process_ip", main_address,
-            "--main_process_port", str(MAIN_PROCESS_PORT), "-m", "rl.train", *arguments]
+            "--main_process_port", str(main_port), "-m", "rl.train", *arguments]
 
 
 # --- Slurm ---------------------------------------------------------------------------------------------
@@ -161,12 +166,14 @@ def batch_script(*, job_name: str, run_dir, config_path, code_dir, python: str, 
         lines.append(f"exec {shlex.join(command)} ${RESUME_VARIABLE}")
     else:
         node = node_command(python, config_path, run_dir, nodes, gpus, "$SLURM_NODEID", "$EVOLAB_MAIN_NODE",
-                            zero_stage, accelerate_config)
+                            "$EVOLAB_MAIN_PORT", zero_stage, accelerate_config)
         words = " ".join(f'"{w}"' if w.startswith("$") else shlex.quote(w) for w in node)
         per_node = (f"exec {words} ${RESUME_VARIABLE}")
         lines += ['first="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
                   'EVOLAB_MAIN_NODE="$(scontrol show node "$first" | sed -n \'s/.*NodeAddr=\\([^ ]*\\).*/\\1/p\')"',
                   "export EVOLAB_MAIN_NODE",
+                  f"EVOLAB_MAIN_PORT={SLURM_MAIN_PORT}",
+                  "export EVOLAB_MAIN_PORT",
                   f"exec srun --nodes={nodes} --ntasks={nodes} --ntasks-per-node=1 --kill-on-bad-exit=1 "
                   f"bash -c {shlex.quote(per_node)}"]
     return "\n".join(lines) + "\n"

@@ -2,7 +2,7 @@
 
 The job's entrypoint (rl.launch.ray_entrypoint) runs this on one node of the cluster. It reserves one bundle
 per node (a placement group, STRICT_SPREAD: each bundle on another node, its CPU and GPUs), asks the first
-bundle's node for its address, and starts one node launcher per bundle as a Ray task (rl.launch.node_command:
+bundle's node for its address and a free port there, and starts one node launcher per bundle as a Ray task (rl.launch.node_command:
 `accelerate launch` with GPUs, `torch.distributed.run` on CPUs), each told its node's rank and that address.
 It ends with the worst exit code of its nodes. Ray's stop of the job reaches this process as SIGTERM: each
 node's trainer gets SIGTERM too, so it checkpoints after its step as a cancel asks; a trainer whose task dies
@@ -14,6 +14,7 @@ import argparse
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 
@@ -32,8 +33,12 @@ def _die_with_parent() -> None:
 
 
 @ray.remote
-def node_address() -> str:
-    return ray.util.get_node_ip_address()
+def main_endpoint() -> tuple[str, int]:
+    """The first node's address and a port free there for the main process (every node is told both): a fixed
+    port would clash with another run's on a shared node."""
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return ray.util.get_node_ip_address(), probe.getsockname()[1]
 
 
 @ray.remote
@@ -67,12 +72,12 @@ def main(argv=None) -> int:
     def on(index):
         return PlacementGroupSchedulingStrategy(placement_group=group, placement_group_bundle_index=index)
 
-    main_address = ray.get(node_address.options(num_cpus=0, scheduling_strategy=on(0)).remote())
+    main_address, main_port = ray.get(main_endpoint.options(num_cpus=0, scheduling_strategy=on(0)).remote())
     env = {RESUME_VARIABLE: "--resume" if args.resume else ""}
     tasks = []
     for rank in range(args.nodes):
         command = node_command(args.python, args.config, args.out, args.nodes, args.gpus, str(rank), main_address,
-                               args.zero_stage, args.accelerate_config)
+                               str(main_port), args.zero_stage, args.accelerate_config)
         command += ["--resume"] if args.resume else []
         tasks.append(node_launcher.options(num_cpus=1, num_gpus=args.gpus, scheduling_strategy=on(rank))
                      .remote(command, env))

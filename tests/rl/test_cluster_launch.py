@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from rl.launch import batch_script, node_command, ray_entrypoint, slurm_options
+from rl.launch import batch_script, node_command, ray_entrypoint, slurm_options, trainer_command
 from rl.params import FieldError
 
 
@@ -76,15 +76,23 @@ def test_several_nodes_start_one_launcher_per_node_through_srun_ranked_by_slurm(
     assert srun.startswith("exec srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c ")
     # the rank and the main node's address are expanded on each node, not in the batch script
     assert '"$SLURM_NODEID"' in srun and '"$EVOLAB_MAIN_NODE"' in srun and "torch.distributed.run" in srun
+    # the main port from the job's id: every node agrees on it, two jobs sharing a node do not (29500 for all did)
+    assert '"$EVOLAB_MAIN_PORT"' in srun and "EVOLAB_MAIN_PORT=$((20000 + SLURM_JOB_ID % 40000))" in text
+
+
+def test_the_processes_of_one_node_take_a_free_port_not_29500_which_another_run_may_hold():
+    command = trainer_command("c.json", "out", gpus=4)
+    assert command[command.index("--main_process_port") + 1] == "0"  # accelerate picks a free one
 
 
 def test_a_cpu_node_launcher_is_torchrun_and_a_gpu_one_accelerate():
-    cpu = node_command("py", "c.json", "out", 2, 0, "1", "10.0.0.5")
+    cpu = node_command("py", "c.json", "out", 2, 0, "1", "10.0.0.5", "31234")
     assert cpu[:3] == ["py", "-m", "torch.distributed.run"] and cpu[cpu.index("--node_rank") + 1] == "1"
-    assert cpu[cpu.index("--master_addr") + 1] == "10.0.0.5"
-    gpu = node_command("py", "c.json", "out", 2, 8, "0", "10.0.0.5")
+    assert cpu[cpu.index("--master_addr") + 1] == "10.0.0.5" and cpu[cpu.index("--master_port") + 1] == "31234"
+    gpu = node_command("py", "c.json", "out", 2, 8, "0", "10.0.0.5", "31234")
     assert gpu[:3] == ["py", "-m", "accelerate.commands.launch"]
     assert gpu[gpu.index("--num_machines") + 1] == "2" and gpu[gpu.index("--num_processes") + 1] == "16"
+    assert gpu[gpu.index("--main_process_port") + 1] == "31234"
 
 
 def test_the_ray_entrypoint_is_the_trainer_on_one_node_and_ray_launch_on_several():
