@@ -71,3 +71,18 @@ def test_a_deactivated_user_loses_their_browser_sockets(live_stack, world):
         world["max"].is_active = False
         world["max"].save()
         assert close_code(ws) == 4401
+
+
+def test_signing_out_closes_that_browsers_sockets_and_leaves_the_users_other_browsers_theirs(live_stack, world):
+    from django.test import Client
+
+    signing_out, elsewhere = Client(), Client()
+    for browser in (signing_out, elsewhere):
+        browser.force_login(world["max"])
+    run = f"/ws/runs/{world['run'].pk}/"
+    with open_socket(live_stack, run, session_key=signing_out.cookies["sessionid"].value) as ws, \
+            open_socket(live_stack, run, session_key=elsewhere.cookies["sessionid"].value) as other:
+        still_open(ws)
+        signing_out.logout()  # as the site's sign-out does: the session is gone, user_logged_out is sent
+        assert close_code(ws) == 4401
+        assert still_open(other)

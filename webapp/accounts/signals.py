@@ -1,7 +1,9 @@
 """A user's open sockets re-check their access when it may have shrunk, whichever way the change was made (the
 team page, the API, Django's admin, a management command): a membership removed, a token revoked, the account
-deactivated. Receivers are connected in AccountsConfig.ready()."""
+deactivated, a browser signed out (its session gone: that browser's sockets close, the user's others stay).
+Receivers are connected in AccountsConfig.ready()."""
 from django.contrib.auth import get_user_model
+from django.contrib.auth.signals import user_logged_out
 from django.db.models.signals import post_delete, post_save
 
 from webapp.live import access_changed_on_commit
@@ -22,7 +24,13 @@ def user_saved(sender, instance, **kwargs):
         access_changed_on_commit(instance.pk)
 
 
+def signed_out(sender, request, user, **kwargs):
+    if user is not None:
+        access_changed_on_commit(user.pk)
+
+
 def connect() -> None:
     post_delete.connect(membership_removed, sender=Membership, dispatch_uid="evolab-membership-removed")
     post_delete.connect(token_revoked, sender=ApiToken, dispatch_uid="evolab-token-revoked")
     post_save.connect(user_saved, sender=get_user_model(), dispatch_uid="evolab-user-saved")
+    user_logged_out.connect(signed_out, dispatch_uid="evolab-signed-out")

@@ -64,6 +64,9 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
                 get_user_model().objects.filter(pk=self.scope["user"].pk, is_active=True).first())
         if user is None or user.pk != self.scope["user"].pk:  # revoked token, deactivated or deleted account
             return NOT_SIGNED_IN
+        session = self.scope.get("session")
+        if key is None and session is not None and not session.exists(session.session_key):  # that browser signed out
+            return NOT_SIGNED_IN
         return None if self.visible(user) else NOT_FOUND
 
     async def run_messages(self, event):
