@@ -171,6 +171,31 @@ class RunStream:
         return [json.loads(frame) for frame in fields[b"frames"].decode().split("\n")]
 
 
+class TeamListener:
+    """Receives the live messages sent to a team's group (ws/teams/{id}/: the run list, the alerts page) after this
+    listener was made, through the channel layer as a web server's socket does: `receive()` is the next event's."""
+
+    def __init__(self, team_id: int):
+        from asgiref.sync import async_to_sync
+        from channels.layers import get_channel_layer
+
+        from webapp.live import team_group_name
+
+        self.layer = get_channel_layer()
+        self.channel = async_to_sync(self.layer.new_channel)()
+        async_to_sync(self.layer.group_add)(team_group_name(team_id), self.channel)
+
+    def receive(self, timeout: float = 5) -> list[dict]:
+        import asyncio
+
+        from asgiref.sync import async_to_sync
+
+        async def one():
+            return await asyncio.wait_for(self.layer.receive(self.channel), timeout=timeout)
+
+        return live_messages(async_to_sync(one)())
+
+
 def signed_in(django_user_model, username):
     """A test client signed in as the existing user `username`."""
     from django.test import Client

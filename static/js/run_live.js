@@ -323,6 +323,17 @@
     function (a) { return Number(a.dataset.step); }));
   let lastLinked = Array.from(linkedSteps).reduce(function (a, b) { return Math.max(a, b); }, -Infinity);
 
+  // Puts `link` among the container's links in the order of their data-`key` numbers, then a space: a link read
+  // back after missed messages may come before ones that arrived live. One above `last` (the highest there) is
+  // appended without a search.
+  function insertInOrder(container, link, key, last) {
+    const value = Number(link.dataset[key]);
+    const later = value > last ? null : Array.prototype.find.call(container.querySelectorAll("a[data-" + key + "]"),
+      function (x) { return Number(x.dataset[key]) > value; });
+    container.insertBefore(link, later || null);
+    container.insertBefore(document.createTextNode(" "), later || null);
+  }
+
   function addStepLink(step) {
     if (linkedSteps.has(step)) return;
     if (!linkedSteps.size) stepLinks.textContent = "";  // "none yet"
@@ -330,11 +341,7 @@
     a.href = document.getElementById("rollouts-link").getAttribute("href") + "?step=" + step;
     a.textContent = String(step);
     a.dataset.step = String(step);
-    // a step read back after missed messages may come before steps that arrived live
-    const later = step > lastLinked ? null : Array.prototype.find.call(stepLinks.querySelectorAll("a[data-step]"),
-      function (x) { return Number(x.dataset.step) > step; });
-    stepLinks.insertBefore(a, later || null);
-    stepLinks.insertBefore(document.createTextNode(" "), later || null);
+    insertInOrder(stepLinks, a, "step", lastLinked);
     linkedSteps.add(step);
     lastLinked = Math.max(lastLinked, step);
   }
@@ -367,11 +374,7 @@
     a.href = p.dataset.href + "?iteration=" + m.iteration;
     a.textContent = "Iteration " + m.iteration + " questions";
     a.dataset.iteration = String(m.iteration);
-    // in iteration order: one read back after missed messages may come before one that arrived live
-    const later = Array.prototype.find.call(p.querySelectorAll("a[data-iteration]"),
-      function (x) { return Number(x.dataset.iteration) > m.iteration; });
-    p.insertBefore(a, later || null);
-    p.insertBefore(document.createTextNode(" "), later || null);
+    insertInOrder(p, a, "iteration", Infinity);  // a few links: always searched
   }
 
   // ------------------------------------------------------------------ what live messages add, read back

@@ -1,14 +1,9 @@
 """DELETE /api/runs/{id}: a member deletes an ended run with its rows; its files go through a worker
 (tests/workers/test_delete_run_files.py)."""
-import asyncio
-
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 
-from tests.factories import event_log, live_messages, make_prompt_set, make_team, signed_in, team_of
+from tests.factories import TeamListener, event_log, make_prompt_set, make_team, signed_in, team_of
 from webapp.accounts.models import Membership
-from webapp.live import team_group_name
 from webapp.metrics.models import MetricSeries
 from webapp.runs.ingestion import ingest_events
 from webapp.runs.models import Group, Rollout, Run, RunEvent, RunTransition
@@ -63,23 +58,12 @@ def test_a_viewer_cannot_delete_a_run(django_user_model, user, sent):
     assert Run.objects.filter(pk=run.pk).exists()
 
 
-def team_listener(run):
-    layer = get_channel_layer()
-    channel = async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(team_group_name(run.team_id), channel)
-
-    async def receive():
-        return await asyncio.wait_for(layer.receive(channel), timeout=5)
-
-    return lambda: live_messages(async_to_sync(receive)())
-
-
 def test_the_teams_open_run_lists_are_told_the_run_was_deleted(api_client, user, sent,
                                                                django_capture_on_commit_callbacks):
     # a run list or alerts page open in another tab drops the run's rows (static/js/run_list.js, team_alerts.js):
     # before, they kept showing it until reloaded
     run = make_run(user)
-    receive = team_listener(run)
+    receive = TeamListener(run.team_id).receive
     with django_capture_on_commit_callbacks(execute=True):
         assert api_client.delete(f"/api/runs/{run.pk}").status_code == 200
     assert receive() == [{"type": "deleted", "id": run.pk}]
@@ -87,7 +71,7 @@ def test_the_teams_open_run_lists_are_told_the_run_was_deleted(api_client, user,
 
 def test_a_refused_delete_tells_no_one(api_client, user, sent, django_capture_on_commit_callbacks):
     running, ended = make_run(user, state=Run.RUNNING), make_run(user)
-    receive = team_listener(running)
+    receive = TeamListener(running.team_id).receive
     with django_capture_on_commit_callbacks(execute=True):
         assert api_client.delete(f"/api/runs/{running.pk}").status_code == 409
         assert api_client.delete(f"/api/runs/{ended.pk}").status_code == 200

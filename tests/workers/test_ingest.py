@@ -1,10 +1,8 @@
 import json
 
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 
-from tests.factories import RunStream, event_log, live_messages, make_prompt_set
+from tests.factories import RunStream, TeamListener, event_log, make_prompt_set
 from webapp.metrics.models import MetricPoint
 from webapp.runs.models import Group, Rollout, Run, RunEvent
 from webapp.runs.queries import metric_series
@@ -84,14 +82,10 @@ def test_a_trainer_that_says_running_again_is_pushed_as_a_resume_after_the_step_
 
 
 def test_one_poll_tells_the_run_page_its_events_and_the_team_run_list_its_progress(run):
-    from webapp.live import team_group_name
-
-    layer = get_channel_layer()
-    page, run_list = RunStream(run.pk), async_to_sync(layer.new_channel)()
-    async_to_sync(layer.group_add)(team_group_name(run.team_id), run_list)
+    page, run_list = RunStream(run.pk), TeamListener(run.team_id)
     ingest_events(run, event_log(steps=1))
     assert [m["type"] for m in page.receive()][2] == "metrics"
-    (progress,) = live_messages(async_to_sync(layer.receive)(run_list))
+    (progress,) = run_list.receive()
     assert progress["type"] == "run" and progress["last_step"] == 1 and progress["health"]["entropy"] == 1.0
 
 
