@@ -12,7 +12,6 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
@@ -172,9 +171,10 @@ def _rollout(number: int, line: str) -> ReportedRollout:
         label=words("label"), length=whole("length", 0, MAX_STEP), extras_json=extras_json)
 
 
-@lru_cache(maxsize=4096)  # a group's rollouts repeat their prompt, often kilobytes of chat template
 def prompt_key(prompt: str) -> str:
-    """The id of a prompt reported without one: the same text always gets the same id."""
+    """The id of a prompt reported without one: the same text always gets the same id. Not cached: a cache keyed
+    by the text kept up to 400,000 characters a prompt in the web process for good, and hashing is cheaper than
+    parsing the JSON the text arrived in."""
     return "p-" + hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
