@@ -222,3 +222,24 @@ def test_an_unknown_parameter_is_a_400_naming_it_and_the_ones_it_takes(api_clien
     response = api_client.get(f"/api/runs/{run.pk}/rollouts/search", {"step": "40"})
     assert response.status_code == 400 and response.json()["field"] == "step"
     assert "'step'" in response.json()["error"] and "step_min" in response.json()["error"]
+
+
+@pytest.mark.parametrize("indexed", [True, False])
+def test_a_word_longer_than_the_index_takes_does_not_stop_the_run_s_text_search(api_client, user, indexed, strategy):
+    """Degenerate output writes words of thousands of letters; PostgreSQL's index takes words of at most 2,047
+    bytes, and one longer word failed the indexing task on every retry and every text search of the run."""
+    from tests.factories import make_prompt_set
+    from webapp.explorer import text_search
+    from webapp.runs.models import Run
+    from webapp.runs.ingestion import ingest_events
+
+    run = Run.objects.create(name="words", method="ttrl", prompt_set=make_prompt_set(user), max_steps=1, created_by=user)
+    texts = ["see " + "a" * 2048, "see " + "é" * 1100 + " later", "see nothing long"]
+    ingest_events(run, [{"seq": 0, "time": 1.8e9, "type": "group", "step": 1, "prompt_id": "p1", "majority_answer": "0",
+                         "similarity": None, "rollouts": [{"index": i, "text": t, "answer": "0"} for i, t in enumerate(texts)]}])
+    if indexed:
+        assert text_search.catch_up_fully(run.pk) == 3
+    assert texts_found(api_client, run, "see") == sorted(texts)
+    assert texts_found(api_client, run, "later") == [texts[1]]
+    exported = api_client.get(f"/api/runs/{run.pk}/rollouts/export", {"format": "jsonl", "q": "see"})
+    assert exported.status_code == 200 and len(b"".join(exported.streaming_content).splitlines()) == 3

@@ -33,9 +33,17 @@ UNREAD_COUNT_CAP = 100_000  # rollouts not searched are counted up to this many
 WORD = re.compile(r"[^\W_]+")  # a word as SQLite's unicode61 tokenizer cuts them
 
 
+# PostgreSQL's tsvector takes words of at most 2,047 bytes: longer ones (degenerate output writes thousands of
+# letters in a row) are indexed and searched by their first MAX_WORD_CHARS characters (4 bytes each at most).
+# One such word failed the run's indexing on every retry and every text search of the run. SQLite's FTS5 has
+# no such limit and keeps words whole.
+MAX_WORD_CHARS = 500
+
+
 def document_of(column: str) -> str:
-    """PostgreSQL: the words of a text column as a tsvector, cut by WORD's rule."""
-    return f"array_to_tsvector(array_remove(regexp_split_to_array(lower({column}), '[^[:alnum:]]+'), ''))"
+    """PostgreSQL: the words of a text column as a tsvector, cut by WORD's rule, each cut to MAX_WORD_CHARS."""
+    return (f"array_to_tsvector(ARRAY(SELECT left(w, {MAX_WORD_CHARS}) FROM "
+            f"unnest(regexp_split_to_array(lower({column}), '[^[:alnum:]]+')) w WHERE w <> ''))")
 
 
 def create(conn) -> None:
@@ -117,7 +125,8 @@ def matching(run_id: int, q: str, limit: int) -> tuple[RawSQL, int]:
 def _condition(run_id: int, q: str, limit: int, through: int, before_stop: str) -> RawSQL:
     terms = words(q)
     if connection.vendor == "postgresql":
-        query = " & ".join(f"'{term}'" for term in terms)  # letters and digits only: nothing to escape
+        # letters and digits only: nothing to escape; cut as the index cuts them
+        query = " & ".join(f"'{term[:MAX_WORD_CHARS]}'" for term in terms)
         cap = COMMON_PER_ROW * limit
         ((count,),) = bulk.fetch(f"SELECT count(*) FROM (SELECT 1 FROM {TABLE} WHERE document @@ %s::tsquery "
                                  f"AND run_id = %s LIMIT %s) matches", [query, run_id, cap])
