@@ -133,3 +133,13 @@ def test_an_unknown_parameter_is_a_400_naming_it_not_a_whole_export(api_client, 
     response = api_client.get(f"/api/runs/{run.pk}/metrics/export?format=csv&step=40")
     assert response.status_code == 400 and response.json()["field"] == "step"
     assert "'step'" in response.json()["error"] and "names" in response.json()["error"]
+
+
+def test_the_wide_layout_s_header_neutralises_metric_names_a_spreadsheet_would_run(api_client, user):
+    """A trainer names its metrics (any MLflow key): in the wide layout they are the header's cells."""
+    run = Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(user), max_steps=5, created_by=user)
+    hostile = ["+SUM(1)", "=cmd|' /C calc'!A0", "@x", "-2+3"]
+    ingest_events(run, [{"seq": 0, "time": T0, "type": "metrics", "step": 1,
+                         "values": {**{name: 1.0 for name in hostile}, "entropy": 0.5}}])
+    header = next(csv.reader(io.StringIO(export(api_client, run, "?format=csv&layout=wide")[1].decode())))
+    assert header == ["step", "time", "'+SUM(1)", "'-2+3", "'=cmd|' /C calc'!A0", "'@x", "entropy"]

@@ -336,7 +336,7 @@ def _csv(header: list[str], batches):
     # RFC 4180's CRLF: csv quotes a field holding a character of the line terminator, so with "\n" alone a
     # model's bare "\r" went out unquoted and every reader split the row there
     writer = csv.writer(buffer, lineterminator="\r\n")
-    writer.writerow(header)
+    writer.writerow([_neutralised(cell) for cell in header])  # the wide layout's header is metric names
     yield buffer.getvalue()
     for rows in batches:
         buffer.seek(0)
