@@ -72,6 +72,8 @@ class Param:
     # When True, None (JSON null) is a valid value with its own meaning, e.g. DARL's
     # tau = null selects the dynamic threshold.
     nullable: bool = False
+    # When True, `min` itself is out of range (a training temperature must be above 0)
+    min_exclusive: bool = False
 
     def to_json(self) -> dict:
         return {
@@ -83,6 +85,7 @@ class Param:
             "max": self.max,
             "choices": list(self.choices),
             "nullable": self.nullable,
+            "min_exclusive": self.min_exclusive,
         }
 
     def range_text(self) -> str:
@@ -93,7 +96,7 @@ class Param:
         low = "-inf" if self.min is None else plain_number(self.min)
         high = "inf" if self.max is None else plain_number(self.max)
         kind = "an integer" if self.type == "int" else "a number"
-        text = f"{kind} in [{low}, {high}]"
+        text = f"{kind} in {'(' if self.min_exclusive else '['}{low}, {high}]"
         return text + " or null" if self.nullable else text
 
     def coerce(self, value: object, field: str | None = None) -> object:
@@ -103,7 +106,8 @@ class Param:
             return None
         converted = self._convert(value)
         if converted is None or (self.type in ("int", "float") and (
-                (self.min is not None and converted < self.min) or (self.max is not None and converted > self.max))):
+                (self.min is not None and (converted <= self.min if self.min_exclusive else converted < self.min))
+                or (self.max is not None and converted > self.max))):
             field = field or self.name
             raise FieldError(field, f"{field}={value!r} is invalid: expected {self.range_text()}")
         return converted

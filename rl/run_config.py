@@ -51,15 +51,7 @@ def load_config(path: str | os.PathLike) -> RunConfig:
     values = raw.get("hyperparameters") or {}
     if not isinstance(values, dict):
         raise FieldError("hyperparameters", "hyperparameters must be a JSON object of name -> value")
-    hyperparameters = validate_hyperparameters(method, values)
-    if hyperparameters["n_votes"] < 2:  # GRPO needs a group to compute an advantage
-        raise FieldError("n_votes", f"n_votes={hyperparameters['n_votes']} is invalid: GRPO needs at least 2 "
-                                     "rollouts per prompt")
-
-    if hyperparameters["temperature"] <= 0:  # greedy rollouts are all alike: nothing to vote on or to learn from
-        raise FieldError("temperature", f"temperature={hyperparameters['temperature']} is invalid: training "
-                                         "samples its rollouts, expected a number in (0, 2]")
-
+    hyperparameters = validate_hyperparameters(method, values)  # the launch's check too: the bounds are the Params'
     max_steps = _integer(raw, "max_steps", minimum=1)
     seed = _integer(raw, "seed", minimum=0, default=0)
     try:

@@ -153,8 +153,8 @@ def int_param(name, default, help, min=None, max=None):
     return Param(name, "int", default, help, min=min, max=max)
 
 
-def float_param(name, default, help, min=None, max=None, nullable=False):
-    return Param(name, "float", default, help, min=min, max=max, nullable=nullable)
+def float_param(name, default, help, min=None, max=None, nullable=False, min_exclusive=False):
+    return Param(name, "float", default, help, min=min, max=max, nullable=nullable, min_exclusive=min_exclusive)
 
 
 def bool_param(name, default, help):
@@ -164,7 +164,8 @@ def bool_param(name, default, help):
 _SHARED = {
     h.name: h
     for h in (
-        int_param("n_votes", 64, "Rollouts sampled per prompt; the pseudo-label is voted over all of them.", 1, 1024),
+        # at least 2: GRPO's advantage compares a rollout with the others of its group
+        int_param("n_votes", 64, "Rollouts sampled per prompt; the pseudo-label is voted over all of them.", 2, 1024),
         int_param("n_train", 32, "Rollouts per prompt used in the policy update (the first n_train of the n_votes).", 1, 1024),
         int_param("prompts_per_step", 8, "Prompts per training step: one rollout batch of prompts_per_step × n_votes "
                   "rollouts, scored together (the train batch size).", 1, 4096),
@@ -173,7 +174,8 @@ _SHARED = {
                   "so PPO clipping binds (EVOL-RL/TTRL scripts: 8 prompts per step, 1 per update).", 1, 4096),
         int_param("ppo_epochs", 1, "Passes over each rollout batch (each of prompts_per_step / prompts_per_update updates).",
                   1, 100),
-        float_param("temperature", 1.0, "Sampling temperature for training rollouts.", 0.0, 2.0),
+        # above 0: greedy rollouts are all alike, nothing to vote on or to learn from (evaluation may be greedy)
+        float_param("temperature", 1.0, "Sampling temperature for training rollouts.", 0.0, 2.0, min_exclusive=True),
         float_param("eval_temperature", 0.6, "Sampling temperature for evaluation (EVOL-RL App. C: 0.6).", 0.0, 2.0),
         float_param("eval_top_p", 0.95, "Nucleus sampling threshold for evaluation (EVOL-RL App. C: 0.95).", 0.01, 1.0),
         float_param("top_p", 1.0, "Nucleus sampling threshold for rollouts.", 0.01, 1.0),

@@ -48,7 +48,8 @@ def test_rule_specs_serialise_to_plain_json():
     assert entropy["kind"] == "entropy_collapse" and entropy["metrics"] == ["entropy"]
     fraction = next(p for p in entropy["params"] if p["name"] == "fraction")
     assert fraction == {"name": "fraction", "type": "float", "default": 0.5, "help": fraction["help"],
-                        "min": 0.0, "max": 1.0, "choices": [], "nullable": False}
+                        "min": 0.0, "max": 1.0, "choices": [], "nullable": False,
+                        "min_exclusive": False}
 
 
 def test_defaults_hold_every_param_of_every_rule_with_the_documented_values():

@@ -66,7 +66,7 @@ def test_a_bad_value_is_rejected_with_its_range(name, value):
     with pytest.raises(FieldError) as error:
         validate_hyperparameters("evol_rl", {name: value})
     assert error.value.field == name
-    assert name in str(error.value) and "[" in str(error.value)
+    assert name in str(error.value) and (" in [" in str(error.value) or " in (" in str(error.value))
 
 
 def test_alpha_out_of_range_names_the_range():

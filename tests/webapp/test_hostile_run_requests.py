@@ -85,3 +85,15 @@ def test_json_nested_100000_deep_is_a_400_that_says_so(api_client, prompt_set, p
     assert response.status_code == 400, response.content[:300]
     assert "nested" in response.json()["error"]
     assert Run.objects.count() == 1
+
+
+@pytest.mark.parametrize("hyperparameters, field, said", [
+    ({"temperature": 0}, "temperature", "(0, 2]"), ({"temperature": "0.0"}, "temperature", "(0, 2]"),
+    ({"n_votes": 1, "n_train": 1}, "n_votes", "[2, 1024]"),
+])
+def test_a_value_the_trainer_would_refuse_is_refused_at_launch(api_client, prompt_set, hyperparameters, field, said):
+    """The trainer refuses these when the run starts (exit code 2 on the worker): the launch refuses them first."""
+    response = post(api_client, prompt_set, hyperparameters=hyperparameters)
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["field"] == field and said in response.json()["error"]
+    assert not Run.objects.exists()
