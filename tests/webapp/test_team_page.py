@@ -70,3 +70,49 @@ def test_no_one_sees_another_members_email_on_the_page_or_in_the_api(team, djang
         assert f"{other}@private.example" not in page and f"{viewer}@private.example" in page  # your own only
         members = client.get(f"/api/teams/{team.pk}").json()["members"]
         assert {m["user"]: m.get("email") for m in members} == {viewer: f"{viewer}@private.example", other: None}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_admins_changes_at_once_still_leave_the_team_an_admin(team, django_user_model, monkeypatch):
+    """Ada removes the other admin while demoting herself, in two requests at once: each counted the admins before
+    the other had committed, saw one left, and the team ended with none."""
+    import threading
+
+    from django.db import connection
+
+    if connection.vendor == "sqlite":
+        pytest.skip("SQLite lets one transaction write at a time: the two changes cannot interleave there")
+    Membership.objects.filter(team=team, user__username="max").update(role="admin")
+    ada_membership = Membership.objects.get(team=team, user__username="ada")
+    max_membership = Membership.objects.get(team=team, user__username="max")
+    both_changed = threading.Barrier(2, timeout=3)  # each waits, after its change, for the other's
+
+    def after(method):
+        def changed(self, *args, **kwargs):
+            result = method(self, *args, **kwargs)
+            try:
+                both_changed.wait()
+            except threading.BrokenBarrierError:  # the other request waits for this one to end first
+                pass
+            return result
+        return changed
+
+    monkeypatch.setattr(Membership, "save", after(Membership.save))
+    monkeypatch.setattr(Membership, "delete", after(Membership.delete))
+    answers = []
+
+    def post(data):
+        try:
+            answers.append(signed_in(django_user_model, "ada").post(f"/teams/{team.pk}/", data).status_code)
+        finally:
+            connection.close()
+
+    requests = [threading.Thread(target=post, args=(data,)) for data in (
+        {"action": "remove_member", "membership": max_membership.pk},
+        {"action": "set_role", "membership": ada_membership.pk, "role": "member"})]
+    for request in requests:
+        request.start()
+    for request in requests:
+        request.join(30)
+    assert sorted(answers) == [302, 400]  # one change is made, the other refused as leaving no admin
+    assert Membership.objects.filter(team=team, role="admin").exists()

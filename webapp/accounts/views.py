@@ -85,6 +85,9 @@ def _team_action(request, team) -> str:
         if membership is None:
             raise ValueError("no such member")
         with transaction.atomic():
+            # Changes to one team's roles take turns: two at once (removing the other admin while demoting
+            # oneself) each counted the admins before the other committed, and left the team with none.
+            team.lock()
             if action == "set_role":
                 role = request.POST.get("role")
                 if role not in Membership.RANK:
