@@ -118,3 +118,36 @@ def test_an_admin_can_no_longer_add_a_username_directly(team, django_user_model)
     assert response.status_code == 400 and "unknown action" in response.content.decode()
     assert not Membership.objects.filter(user__username="newcomer").exists()
     assert "no user named" not in response.content.decode()  # nor learn which usernames exist
+
+
+@pytest.mark.parametrize("change", ["removed", "demoted", "deactivated"])
+def test_an_admin_who_loses_the_role_cannot_rejoin_through_a_link_they_made(team, django_user_model, change):
+    """Ada made herself an admin link, then lost her admin role (or her place, or her account): the link she kept
+    would bring her back as an admin."""
+    make_team("lab", grace="admin")
+    ada = signed_in(django_user_model, "ada")
+    link = invite(ada, team, role="admin")
+    own = Membership.objects.get(team=team, user__username="ada")
+    grace = signed_in(django_user_model, "grace")
+    if change == "removed":
+        grace.post(f"/teams/{team.pk}/", {"action": "remove_member", "membership": own.pk})
+    elif change == "demoted":
+        grace.post(f"/teams/{team.pk}/", {"action": "set_role", "membership": own.pk, "role": "viewer"})
+    else:
+        django_user_model.objects.filter(username="ada").update(is_active=False)
+        ada = signed_in(django_user_model, "newcomer")  # the deactivated admin's link, used by someone else
+    assert not Invitation.pending().filter(team=team).exists() or change == "deactivated"
+    response = ada.post(path_of(link))
+    assert response.status_code == 404 and escape(Invitation.UNUSABLE) in response.content.decode()
+    assert Invitation.objects.get(role="admin").accepted_at is None
+    assert set(Membership.objects.filter(team=team, role="admin").values_list("user__username", flat=True)) == (
+        {"grace", "ada"} if change == "deactivated" else {"grace"})
+
+
+def test_links_made_by_an_admin_who_stays_one_keep_working(team, django_user_model):
+    make_team("lab", grace="admin")
+    link = invite(signed_in(django_user_model, "ada"), team)
+    max_membership = Membership.objects.get(team=team, user__username="max")
+    signed_in(django_user_model, "grace").post(f"/teams/{team.pk}/", {"action": "set_role",
+                                                                      "membership": max_membership.pk, "role": "viewer"})
+    assert signed_in(django_user_model, "newcomer").post(path_of(link)).status_code == 302

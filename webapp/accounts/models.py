@@ -181,7 +181,19 @@ class Invitation(models.Model):
 
     @classmethod
     def pending(cls):
-        return cls.objects.filter(accepted_at=None, revoked_at=None, expires_at__gt=timezone.now())
+        """The usable invitations: unspent, unrevoked, unexpired, and made by someone who is still an active admin
+        of the team (an admin who lost the role must not rejoin as one through a link they kept). The signals
+        also revoke a former admin's links (revoke_made_by); this is the check at acceptance whatever way the
+        role was lost."""
+        return cls.objects.filter(accepted_at=None, revoked_at=None, expires_at__gt=timezone.now(),
+                                  created_by__is_active=True, created_by__memberships__team=models.F("team"),
+                                  created_by__memberships__role=Membership.ADMIN)
+
+    @classmethod
+    def revoke_made_by(cls, user_id: int, team_id: int | None = None) -> None:
+        """Revoke the pending invitations `user_id` made (in `team_id`, or in every team)."""
+        made = cls.objects.filter(created_by_id=user_id, accepted_at=None, revoked_at=None)
+        (made if team_id is None else made.filter(team_id=team_id)).update(revoked_at=timezone.now())
 
     @classmethod
     def usable(cls, key: str) -> "Invitation":
