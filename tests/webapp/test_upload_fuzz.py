@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 
 from webapp.prompts import parsing, uploads
 from webapp.prompts.models import Prompt, PromptSet, PromptUpload
@@ -111,6 +112,12 @@ def corpus() -> list[tuple[str, str, bytes, str]]:
         "a Parquet binary column": _parquet(pa.table({"prompt": pa.array([b"\xff\xfe", b"ok"], pa.binary())})),
         "a Parquet with no rows": _parquet(pa.table({"prompt": pa.array([], pa.string())})),
         "a Parquet null prompt": _parquet(pa.table({"prompt": ["a", None]})),
+        # found by the structural fuzzing (test_upload_structure_fuzz.py): each was a 500
+        "a Parquet whose prompts are all null": _parquet(pa.table({"prompt": pa.array([None, None], pa.string())})),
+        "a Parquet naming prompt twice": _parquet(pa.Table.from_arrays([pa.array(["a"]), pa.array(["b"])],
+                                                                       names=["prompt", "prompt"])),
+        "a Parquet date past Python's calendar": _parquet(pa.table({"prompt": ["x"],
+                                                                     "answer": pa.array([10**15], pa.date64())})),
         "verl parquet with a NUL system message": _parquet(pa.table({"prompt": [[{"role": "system", "content": "s\x00"},
                                                                                  {"role": "user", "content": "u"}]]})),
         "verl parquet without a user": _parquet(pa.table({"prompt": [[{"role": "system", "content": "s"}]]})),
@@ -184,20 +191,21 @@ def settle(api_client, response, before: int) -> str:
 
 @pytest.mark.parametrize("case, filename, data, name", CORPUS, ids=[c[0] for c in CORPUS])
 def test_a_fuzzed_file_is_saved_whole_or_refused_with_a_reason_through_the_api_and_the_page(
-        api_client, client, user, settings, case, filename, data, name):
+        api_client, user, settings, case, filename, data, name):
     settings.PROMPT_UPLOAD_INLINE_MAX_BYTES = 64 * 1024  # the larger files take the worker's path
     before = PromptSet.objects.count()
     response = api_client.post("/api/prompt-sets", {"name": name, "file": SimpleUploadedFile(filename, data)})
     assert response["Content-Type"] == "application/json"
     by_api = settle(api_client, response, before)
 
-    client.force_login(user)
+    browser = Client()  # the page takes a session, never the API client's token
+    browser.force_login(user)
     before = PromptSet.objects.count()
-    page = client.post("/prompt-sets/", {"name": name, "file": SimpleUploadedFile(filename, data)})
+    page = browser.post("/prompt-sets/", {"name": name, "file": SimpleUploadedFile(filename, data)})
     if page.status_code == 302 and "/uploads/" in page["Location"]:
         upload = PromptUpload.objects.order_by("-id").first()
         uploads.parse_upload(upload.pk)
-        page = client.get(page["Location"])
+        page = browser.get(page["Location"])
     if page.status_code == 302:
         by_page = "saved"
         assert PromptSet.objects.count() == before + 1

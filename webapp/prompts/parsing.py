@@ -368,6 +368,11 @@ def _parse_parquet(data: bytes, max_bytes: int, progress: Progress | None = None
     if "prompt" not in schema.names:
         raise PromptFileError(f"no 'prompt' column (columns found: "
                               f"{_names(schema.names)})", field="prompt")
+    repeated = next((name for name in ("prompt", "answer", "label", "id", "reward_model", "extra_info")
+                     if schema.names.count(name) > 1), None)
+    if repeated:  # which of them would be the prompt (or the label)? Arrow cannot say either
+        raise PromptFileError(f"the column {repeated!r} appears {schema.names.count(repeated)} times; a column "
+                              "name may appear once", field=repeated)
     prompt_type = schema.field("prompt").type
     verl = (pa.types.is_list(prompt_type) or pa.types.is_large_list(prompt_type)
             or "reward_model" in schema.names)
@@ -391,7 +396,13 @@ def _parse_parquet(data: bytes, max_bytes: int, progress: Progress | None = None
                                       f"{number + int(over[0]) + 1:,}; at most {PARQUET_DECODED_FACTOR} times the "
                                       "upload limit is read")
             decoded = int(running[-1]) if len(running) else decoded
-            for row in batch.to_pylist():
+            try:
+                rows = batch.to_pylist()
+            except OverflowError as exc:  # a date or duration past what Python can hold (year 10,000 and on)
+                raise PromptFileError(f"rows {number + 1:,} to {number + batch.num_rows:,} hold a value that "
+                                      f"cannot be read ({exc}); dates and durations are not prompts, labels or "
+                                      "ids") from None
+            for row in rows:
                 number += 1
                 raws.append(_from_mapping(row, "row", number, id_fields))
     except PromptFileError:
@@ -428,8 +439,9 @@ def _row_sizes(array) -> np.ndarray:
     kind = array.type
     if pa.types.is_dictionary(kind):
         indices = array.indices
-        sizes = _row_sizes(array.dictionary)[np.asarray(indices.fill_null(0), dtype=np.int64)] if len(array) else \
-            np.zeros(0, dtype=np.int64)
+        # every row null: the dictionary is empty and there is no value 0 to stand in for the nulls
+        sizes = _row_sizes(array.dictionary)[np.asarray(indices.fill_null(0), dtype=np.int64)] \
+            if len(array.dictionary) else np.zeros(len(array), dtype=np.int64)
         return np.where(np.asarray(indices.is_null()), 0, sizes)
     if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_binary(kind) \
             or pa.types.is_large_binary(kind):
