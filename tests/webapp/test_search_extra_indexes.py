@@ -1,5 +1,6 @@
-"""Ordering a run's search by a method extra (issue 23): the run's method's search extras through their
-indexes on PostgreSQL (webapp/explorer/search_indexes.py), any other extra sorted over a bounded range."""
+"""Ordering a run's search by a method extra (issues 23 and 35): the run's method's search extras through their
+indexes on PostgreSQL and SQLite (webapp/explorer/search_indexes.py), any other extra sorted over a bounded
+range."""
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -32,7 +33,7 @@ def make_run(user, method: str, extras: list[dict], steps=(1,)) -> Run:
 
 def needs_postgresql():
     if connection.vendor != "postgresql":
-        pytest.skip("the search extras' indexes are PostgreSQL's (SQLite's planner cannot match the expression)")
+        pytest.skip("reads PostgreSQL's plans (SQLite's: test_a_methods_search_extra_orders_a_run_of_any_size_...)")
 
 
 def plan_of_the_page_query(run, params) -> str:
@@ -48,14 +49,18 @@ def plan_of_the_page_query(run, params) -> str:
         return "\n".join(row[0] for row in cursor.fetchall())
 
 
-def test_every_methods_search_extra_has_a_partial_index_on_postgresql():
-    needs_postgresql()
+def test_every_methods_search_extra_has_a_partial_index():
     assert search_indexes.SEARCH_EXTRAS and all(set(key) <= EXTRA_KEY_CHARS for key in search_indexes.SEARCH_EXTRAS)
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE 'rollout_extra_%%'")
+        if connection.vendor == "sqlite":
+            cursor.execute("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND name LIKE 'rollout_extra_%'")
+        else:
+            cursor.execute("SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE 'rollout_extra_%%'")
         definitions = dict(cursor.fetchall())
     for key in search_indexes.SEARCH_EXTRAS:
-        assert f"WHERE (extra ? '{key}'::text)" in definitions[search_indexes.extra_index_name(key)]
+        condition = (f"""WHERE json_type(extra, '$."{key}"') IS NOT NULL""" if connection.vendor == "sqlite"
+                     else f"WHERE (extra ? '{key}'::text)")
+        assert condition in definitions[search_indexes.extra_index_name(key)]
     # the index of 0009 held every rollout of every method; the partial one replaced it
     assert "rollout_search_extra_novelty" not in definitions
 
@@ -97,7 +102,6 @@ def test_rollouts_reported_without_the_extra_are_found_last_in_its_order(api_cli
 
 
 def test_the_migration_gives_rollouts_stored_before_it_their_methods_search_extras(user):
-    needs_postgresql()
     run = make_run(user, "compass", [{"confidence": 0.5, "credibility": 0.2}, {"confidence": 0.7, "credibility": 0.1}])
     # as stored before: a rollout without a key
     Rollout.objects.filter(run=run, index=0).update(extra={"credibility": 0.2})
@@ -137,3 +141,27 @@ def test_the_orders_offered_are_the_methods_search_extras_then_the_other_numbers
     run = make_run(user, "evol_rl", [{"novelty": 0.1, "novelty_raw": 0.2, "flag": True, "label": "a", "w eird": 1}])
     assert search_orders(run) == ["step", "reward", "advantage", "length", "novelty", "mean_similarity", "novelty_raw"]
     assert search_orders(make_run(user, "ttrl", [])) == ["step", "reward", "advantage", "length"]
+
+
+def sqlite_plan_of_the_page_query(run, params) -> str:
+    with CaptureQueriesContext(connection) as queries:
+        search(run.pk, params)
+    page = [q["sql"] for q in queries.captured_queries if "ORDER BY" in q["sql"] and "runs_rollout" in q["sql"]][0]
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN " + page)
+        return "\n".join(str(row[-1]) for row in cursor.fetchall())
+
+
+@pytest.mark.parametrize("method, key", [("compass", "confidence"), ("evol_rl", "novelty"), ("empo", "class_share")])
+def test_a_methods_search_extra_orders_a_run_of_any_size_on_either_database(api_client, user, settings, method, key):
+    """SQLite (the demo's database) had no index for any extra: an order by COMPASS's confidence was refused past
+    SEARCH_UNINDEXED_SORT_MAX rollouts. Its expression indexes serve it now, every page."""
+    settings.SEARCH_UNINDEXED_SORT_MAX = 10
+    run = make_run(user, method, [{key: 0.1 * i} for i in range(4)], steps=(1, 2, 3))  # 12 rollouts
+    results, pages = search_every_page(api_client, run, order=f"-{key}", limit=5)
+    assert pages == 3 and [(r["extra"][key], r["step"]) for r in results] == [
+        (0.1 * i, step) for i in (3, 2, 1, 0) for step in (3, 2, 1)]
+    if connection.vendor == "sqlite":
+        first = search(run.pk, {"order": f"-{key}", "limit": "5"})
+        for params in ({"order": f"-{key}"}, {"order": f"-{key}", "limit": "5", "cursor": first.next_cursor}):
+            assert f"rollout_extra_{key}" in sqlite_plan_of_the_page_query(run, params)

@@ -4,7 +4,7 @@ A page is the `limit` rollouts after the cursor in the chosen order, read throug
 order (Rollout.Meta.indexes: run, field, id): never OFFSET, so the millionth rollout costs what the
 first does. The cursor is the last row's (field value, id), opaque to clients. Missing values (a
 rollout without a reward) sort lowest. Ordering by one of the run's method's search extras (EVOL-RL's
-`novelty`, COMPASS's `confidence`: Method.search_extras) walks its index on PostgreSQL
+`novelty`, COMPASS's `confidence`: Method.search_extras) walks its index, on PostgreSQL and SQLite
 (search_indexes.py); any other extra is sorted, and only over a bounded number of rollouts (a step range
 on a large run): settings.SEARCH_UNINDEXED_SORT_MAX. `q` matches rollouts whose text has every word of it, through the text
 index (webapp/explorer/text_search.py); `prompt_text` the rollouts of prompts whose text has every word.
@@ -155,13 +155,16 @@ def search(run_id: int, params, count: bool = True) -> Page:
 def _order_by_extra(run: Run, name: str, rows, filters: dict):
     """(rows, the expression to sort them by) for an order by the extra `name`.
 
-    One of the run's method's search extras, on PostgreSQL, is read through its partial index
+    One of the run's method's search extras is read through its partial index
     (search_indexes.py): the expression is the index's, and the rows are narrowed by the index's condition,
     which every rollout of the run meets (ingestion gives each the key). Any other extra has no index for
     this run: its rollouts are sorted, so at most SEARCH_UNINDEXED_SORT_MAX of them, counted over the
     step range alone (a count under other filters could read the whole run to find few)."""
     if search_indexes.has_extra_indexes(connection) and run.spec and name in run.spec.search_extras:
-        return rows.filter(extra__has_key=name), _numeric_extra(name)
+        column = f"{bulk.quoted(Rollout._meta.db_table)}.{bulk.quoted('extra')}"
+        # the index's condition as the index writes it (a bound parameter would not match it on SQLite)
+        carries = RawSQL(search_indexes.has_extra(column, name, connection.vendor), [], output_field=BooleanField())
+        return rows.filter(carries), _numeric_extra(name)
     cap = settings.SEARCH_UNINDEXED_SORT_MAX
     steps = {lookup: value for lookup, value in filters.items() if lookup.startswith("step__")}
     if Rollout.objects.filter(run_id=run.pk, **steps)[:cap + 1].count() > cap:
@@ -176,11 +179,8 @@ def _order_by_extra(run: Run, name: str, rows, filters: dict):
 def _numeric_extra(name: str) -> RawSQL:
     """The extra `name` as a float where it is a JSON number, else null (a cast of true or "high" would fail)."""
     column = f"{bulk.quoted(Rollout._meta.db_table)}.{bulk.quoted('extra')}"
-    if connection.vendor == "postgresql":  # the very expression of the search extras' indexes
-        return RawSQL(search_indexes.numeric_extra(column, name), [], output_field=FloatField())
-    path = f'$."{name}"'  # a plain name (EXTRA_KEY_CHARS)
-    return RawSQL(f"CASE WHEN json_type({column}, %s) IN ('integer', 'real') THEN json_extract({column}, %s) END",
-                  [path, path], output_field=FloatField())
+    # the very expression of the search extras' indexes; `name` is a plain name (EXTRA_KEY_CHARS)
+    return RawSQL(search_indexes.numeric_extra(column, name, connection.vendor), [], output_field=FloatField())
 
 
 def _few_steps(last_step: int | None, low: int | None, high: int | None) -> bool:

@@ -57,26 +57,37 @@ def drop_extra_indexes(connection) -> None:
 
 
 # The methods' search extras (Method.search_extras: EVOL-RL's novelty, COMPASS's confidence, ...), one
-# index each on PostgreSQL, partial: it holds only the rollouts that have the key, so a rollout pays at
-# ingestion for its own method's few and not for every method's. Ingestion gives every rollout of a method
-# all of its search extras (null where the scorer has none), so a run's rollouts are all in the index of
-# each of its method's search extras, and the search adds the index's condition (`extra ? key`) to find
-# them there. SQLite's planner does not match expressions like these and gets none: there every extra is
-# an order without an index, read over a bounded number of rollouts (webapp/explorer/search.py).
+# index each, partial: it holds only the rollouts that have the key, so a rollout pays at ingestion for its own
+# method's few and not for every method's. Ingestion gives every rollout of a method all of its search extras
+# (null where the scorer has none), so a run's rollouts are all in the index of each of its method's search
+# extras, and the search adds the index's condition (has_extra) to find them there. On PostgreSQL the
+# expression reads the jsonb column; on SQLite (the demo's database) it is the same CASE over json_type and
+# json_extract, written with the key inline (SQLite matches an indexed expression, and a partial index's
+# condition, only where the query writes it the same, bound parameters excluded).
 SEARCH_EXTRAS = tuple(sorted({key for method in METHODS.values() for key in method.search_extras}))
 
 
 def has_extra_indexes(connection) -> bool:
-    return connection.vendor == "postgresql"
+    return connection.vendor in ("postgresql", "sqlite")
 
 
-def numeric_extra(column: str, key: str) -> str:
-    """PostgreSQL's expression for the extra `key` as a float where it is a JSON number, else null: the
+def numeric_extra(column: str, key: str, vendor: str = "postgresql") -> str:
+    """The database's expression for the extra `key` as a float where it is a JSON number, else null: the
     search extras' indexes and the search's order by any extra are this one expression, so the planner
     matches them. A plain cast fails on true or "high", and in an index it failed the whole ingestion
     (any method's rollout may carry the key). `key` is a plain name (search.EXTRA_KEY_CHARS)."""
+    if vendor == "sqlite":
+        path = f"'$.\"{key}\"'"
+        return f"(CASE WHEN json_type({column}, {path}) IN ('integer', 'real') THEN json_extract({column}, {path}) END)"
     return (f"(CASE WHEN jsonb_typeof({column} -> '{key}') = 'number' "
             f"THEN ({column} ->> '{key}')::double precision END)")
+
+
+def has_extra(column: str, key: str, vendor: str = "postgresql") -> str:
+    """The condition of the extra `key`'s partial index: the rollout carries the key (null or not)."""
+    if vendor == "sqlite":
+        return f"json_type({column}, '$.\"{key}\"') IS NOT NULL"
+    return f"{column} ? '{key}'"
 
 
 def create_search_extra_indexes(connection) -> None:
@@ -86,10 +97,13 @@ def create_search_extra_indexes(connection) -> None:
     if not has_extra_indexes(connection):
         return
     give_rollouts_their_search_extras(connection)
+    vendor = connection.vendor
+    nulls = " NULLS FIRST" if vendor == "postgresql" else ""  # SQLite's own order: nulls lowest
     with connection.cursor() as cursor:
         for key in SEARCH_EXTRAS:
             cursor.execute(f"CREATE INDEX IF NOT EXISTS {extra_index_name(key)} ON {TABLE} "
-                           f"(run_id, {numeric_extra('extra', key)} NULLS FIRST, id) WHERE extra ? '{key}'")
+                           f"(run_id, {numeric_extra('extra', key, vendor)}{nulls}, id) "
+                           f"WHERE {has_extra('extra', key, vendor)}")
 
 
 def give_rollouts_their_search_extras(connection) -> None:
@@ -99,6 +113,11 @@ def give_rollouts_their_search_extras(connection) -> None:
     with connection.cursor() as cursor:
         for method in METHODS.values():
             for key in method.search_extras:
+                if connection.vendor == "sqlite":
+                    cursor.execute(f"UPDATE {TABLE} SET extra = json_set(extra, '$.\"{key}\"', NULL) "
+                                   f"WHERE run_id IN (SELECT id FROM {run_table} WHERE method = %s) "
+                                   f"AND NOT ({has_extra('extra', key, 'sqlite')})", [method.name])
+                    continue
                 cursor.execute(f"UPDATE {TABLE} SET extra = extra || jsonb_build_object(%s::text, null) "
                                f"WHERE run_id IN (SELECT id FROM {run_table} WHERE method = %s) AND NOT extra ? %s",
                                [key, method.name, key])
