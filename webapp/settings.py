@@ -232,10 +232,34 @@ EXTERNAL_EMBEDDING_MODEL = os.environ.get("EVOLAB_EXTERNAL_EMBEDDING_MODEL", "")
 
 # Alerts (DESIGN §4.5): links in notifications point here; webhooks retry with backoff.
 EVOLAB_BASE_URL = os.environ.get("EVOLAB_BASE_URL", "http://127.0.0.1:" + os.environ.get("PORT", "8000"))
-# Fair use of shared workers (webapp/runs/actions.py), per team; 0 is no limit: queued or running runs, and the
-# tokens a run may generate (prompts_per_step × n_votes × max_completion_length × max_steps)
+# Fair use of shared workers (webapp/runs/actions.py): queued or running runs per team (0: no limit), and the
+# tokens a run may generate (prompts_per_step × n_votes × max_completion_length × max_steps) per queue.
 TEAM_MAX_ACTIVE_RUNS = int(os.environ.get("EVOLAB_TEAM_MAX_ACTIVE_RUNS", 0))
-TEAM_MAX_RUN_SIZE = int(os.environ.get("EVOLAB_TEAM_MAX_RUN_SIZE", 0))
+# 100 M tokens is about a day of the demo's 2-core CPU worker; 100 G admits every paper's settings for 5,000 steps
+# (DARL's 768 prompts × 8 × 3,072 a step, the largest) on a GPU queue. Any other queue takes the gpu limit.
+RUN_SIZE_DEFAULTS = {"cpu": 10**8, "gpu": 10**11}
+
+
+def run_size_limits(text: str | None) -> dict:
+    """EVOLAB_TEAM_MAX_RUN_SIZE: unset, the defaults; one number, that limit on every queue (0: none); or
+    `queue=N,...`, those queues' limits over the defaults (queue names without EVOLAB_QUEUE_PREFIX)."""
+    text = (text or "").strip()
+    try:
+        if not text:
+            return dict(RUN_SIZE_DEFAULTS)
+        if "=" not in text:
+            return dict.fromkeys(RUN_SIZE_DEFAULTS, int(text))
+        limits = dict(RUN_SIZE_DEFAULTS)
+        for part in text.split(","):
+            queue, _, number = part.partition("=")
+            limits[queue.strip()] = int(number.strip())
+        return limits
+    except ValueError:
+        raise ValueError(f"EVOLAB_TEAM_MAX_RUN_SIZE={text!r}: expected a whole number of tokens, or queue=N "
+                         "separated by commas (cpu=100000000,gpu=100000000000)") from None
+
+
+TEAM_MAX_RUN_SIZE = run_size_limits(os.environ.get("EVOLAB_TEAM_MAX_RUN_SIZE"))
 # A text search reads the texts of at most this many rollouts its run's text index has not reached yet; those
 # past them are not searched, and the answer says how many (webapp/explorer/text_search.py)
 TEXT_SEARCH_UNINDEXED_MAX = int(os.environ.get("EVOLAB_TEXT_SEARCH_UNINDEXED_MAX", 20_000))

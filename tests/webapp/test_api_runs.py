@@ -57,7 +57,7 @@ def test_it_queues_a_default_model_run_with_the_small_cpu_preset_the_form_presel
 
 
 def test_it_queues_the_papers_defaults_when_the_paper_preset_is_asked_for(api_client, prompt_set, no_enqueue):
-    run = post_run(api_client, name="p", method="ttrl", prompt_set=prompt_set.pk, preset="paper").json()
+    run = post_run(api_client, name="p", method="ttrl", prompt_set=prompt_set.pk, preset="paper", max_steps=2).json()
     assert run["hyperparameters"]["n_votes"] == 64 and run["hyperparameters"]["max_completion_length"] == 12288
 
 

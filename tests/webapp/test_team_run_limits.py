@@ -41,7 +41,7 @@ def test_a_team_at_its_active_run_limit_cannot_queue_another(api_client, user, s
 
 
 def test_a_run_larger_than_the_team_limit_is_refused_with_its_size(api_client, user, settings):
-    settings.TEAM_MAX_RUN_SIZE = 1_000_000
+    settings.TEAM_MAX_RUN_SIZE = {"cpu": 1_000_000, "gpu": 10**11}
     prompt_set = make_prompt_set(user)
     small = {"n_votes": 4, "n_train": 2, "prompts_per_step": 2, "max_completion_length": 64}
     assert launch(api_client, prompt_set, max_steps=100, hyperparameters=small).status_code == 201  # 51,200
@@ -49,9 +49,42 @@ def test_a_run_larger_than_the_team_limit_is_refused_with_its_size(api_client, u
     assert refused.status_code == 400 and refused.json()["field"] == "max_steps"
     assert refused.json()["error"] == (
         "the run would generate up to 3,276,800 tokens (prompts_per_step 2 × n_votes 4 × max_completion_length "
-        "4096 × max_steps 100), over the team limit (EVOLAB_TEAM_MAX_RUN_SIZE = 1,000,000)")
+        "4096 × max_steps 100), over the cpu queue's limit of 1,000,000 (raise it with "
+        "EVOLAB_TEAM_MAX_RUN_SIZE=cpu=N)")
     assert Run.objects.filter(team=prompt_set.team).count() == 1
 
 
-def test_no_limit_is_set_by_default(settings):
-    assert settings.TEAM_MAX_ACTIVE_RUNS == 0 and settings.TEAM_MAX_RUN_SIZE == 0
+def test_by_default_a_run_absurd_for_its_queue_is_refused_and_the_papers_runs_are_not(api_client, user, settings):
+    """The limit used to be off unless a deployment set it: one launch of 4,096 prompts × 1,024 votes × 131,072
+    tokens × 100,000 steps held a shared worker for ever. Each queue has a default now."""
+    prompt_set = make_prompt_set(user)
+    paper = {"preset": "paper", "max_steps": 20}
+    refused = launch(api_client, prompt_set, **paper)  # TTRL's 8 × 64 × 12,288 × 20 on a CPU worker: 126 M tokens
+    assert refused.status_code == 400 and refused.json()["field"] == "max_steps"
+    assert "over the cpu queue's limit of 100,000,000" in refused.json()["error"]
+    assert launch(api_client, prompt_set, gpus=1, **paper).status_code == 201  # a GPU worker's business
+    assert launch(api_client, prompt_set, gpus=1, preset="paper", max_steps=1000).status_code == 201
+    absurd = launch(api_client, prompt_set, gpus=8, max_steps=100_000,
+                    hyperparameters={"n_votes": 1024, "n_train": 1024, "prompts_per_step": 4096,
+                                     "max_completion_length": 131072})
+    assert absurd.status_code == 400 and "over the gpu queue's limit of 100,000,000,000" in absurd.json()["error"]
+    assert launch(api_client, prompt_set).status_code == 201  # the small preset of the default policy
+
+
+@pytest.mark.parametrize("text, limits", [
+    (None, {"cpu": 10**8, "gpu": 10**11}), ("", {"cpu": 10**8, "gpu": 10**11}), ("0", {"cpu": 0, "gpu": 0}),
+    ("5000000", {"cpu": 5_000_000, "gpu": 5_000_000}), ("cpu=2e9", None), ("cpu=2000000000", {"cpu": 2 * 10**9, "gpu": 10**11}),
+    ("cpu=1, a100=7", {"cpu": 1, "gpu": 10**11, "a100": 7}),
+])
+def test_the_setting_takes_one_number_or_a_number_per_queue(text, limits):
+    from webapp.settings import run_size_limits
+
+    if limits is None:
+        with pytest.raises(ValueError, match="EVOLAB_TEAM_MAX_RUN_SIZE"):
+            run_size_limits(text)
+    else:
+        assert run_size_limits(text) == limits
+
+
+def test_no_active_run_limit_is_set_by_default(settings):
+    assert settings.TEAM_MAX_ACTIVE_RUNS == 0

@@ -90,7 +90,8 @@ def launch_run(*, user, name, method, prompt_set, team=None, eval_prompt_set=Non
     if engine_options not in (None, "", {}) and not isinstance(engine_options, dict):
         raise FieldError("engine_options", "engine_options must be an object: partition, account, time_limit, sbatch")
     engine_options = slurm_options(engine_options)
-    check_run_size(hyperparameters, max_steps)
+    queue = queue or queue_for(gpus)
+    check_run_size(hyperparameters, max_steps, queue)
     with transaction.atomic():
         check_active_runs(prompt_set.team)
         run = Run.objects.create(
@@ -108,7 +109,7 @@ def launch_run(*, user, name, method, prompt_set, team=None, eval_prompt_set=Non
             gpus=gpus,
             nodes=nodes,
             engine_options=engine_options,
-            queue=queue or queue_for(gpus),
+            queue=queue,
             created_by=user,
             cloned_from=cloned_from,
         )
@@ -156,20 +157,23 @@ def check_active_runs(team) -> None:
                             f"(EVOLAB_TEAM_MAX_ACTIVE_RUNS = {limit}): wait for one to end or cancel one")
 
 
-def check_run_size(hyperparameters: dict, max_steps: int) -> None:
-    """FieldError when the run could generate more than TEAM_MAX_RUN_SIZE tokens (0: no limit): prompts per
-    step × rollouts per prompt × tokens per rollout × steps, the bound a deployment can hold a run to."""
-    limit = settings.TEAM_MAX_RUN_SIZE
-    factors = [(name, hyperparameters.get(name)) for name in ("prompts_per_step", "n_votes", "max_completion_length")]
+def check_run_size(hyperparameters: dict, max_steps: int, queue: str) -> None:
+    """FieldError when the run could generate more tokens than its queue's TEAM_MAX_RUN_SIZE (0: no limit): prompts
+    per step × rollouts per prompt × tokens per rollout × steps, the bound a deployment holds a run to."""
+    name = queue.removeprefix(settings.QUEUE_PREFIX)
+    limits = settings.TEAM_MAX_RUN_SIZE
+    limit = limits.get(name, limits.get("gpu", 0))
+    factors = [(factor, hyperparameters.get(factor)) for factor in ("prompts_per_step", "n_votes",
+                                                                    "max_completion_length")]
     if not limit or any(value is None for _, value in factors):
         return
     size = max_steps
     for _, value in factors:
         size *= value
     if size > limit:
-        terms = " × ".join(f"{name} {value}" for name, value in [*factors, ("max_steps", max_steps)])
-        raise FieldError("max_steps", f"the run would generate up to {size:,} tokens ({terms}), over the team limit "
-                            f"(EVOLAB_TEAM_MAX_RUN_SIZE = {limit:,})")
+        terms = " × ".join(f"{factor} {value}" for factor, value in [*factors, ("max_steps", max_steps)])
+        raise FieldError("max_steps", f"the run would generate up to {size:,} tokens ({terms}), over the {name} "
+                                      f"queue's limit of {limit:,} (raise it with EVOLAB_TEAM_MAX_RUN_SIZE={name}=N)")
 
 
 MAX_SEED = 2**31 - 1  # Run.seed is a 32-bit integer; torch and numpy take any of these
