@@ -156,6 +156,16 @@ def main() -> int:
         session = requests.Session()
         session.headers["Authorization"] = f"Token {token}"
         api, pages = f"http://127.0.0.1:{port}/api/runs/{run.pk}", f"http://127.0.0.1:{port}/runs/{run.pk}"
+        # the pages take a signed-in session, never a token (docs/security.md)
+        from django.test import Client
+
+        signed_in = Client()
+        signed_in.force_login(run.created_by)
+        browser = requests.Session()
+        browser.cookies.set("sessionid", signed_in.cookies["sessionid"].value)
+
+        def reader(address):
+            return browser if address.startswith(pages) else session
         deep = search(run.pk, {"order": "-reward", "limit": "1000"})
         for _ in range(9):  # 10,000 rollouts in
             deep = search(run.pk, {"order": "-reward", "limit": "1000", "cursor": deep.next_cursor})
@@ -209,13 +219,13 @@ def main() -> int:
         informational = [("rollouts page (HTML), one step's 8 groups of 64 (no goal)", f"{pages}/rollouts/?step={mid}")]
         print(f"\nreads at {steps * PER_STEP:,} rollouts over HTTP (p95 of {REPEATS}; goal ≤ {SEARCH_GOAL_S * 1e3:.0f} ms)")
         for what, address, check in reads:
-            latency = p95(session, address, check)
+            latency = p95(reader(address), address, check)
             met = latency <= SEARCH_GOAL_S
             if not met:
                 missed.append(what)
             print(f"  {what:<60} {latency * 1e3:7.1f} ms  {'met' if met else 'MISSED'}", flush=True)
         for what, address in informational:
-            print(f"  {what:<60} {p95(session, address) * 1e3:7.1f} ms", flush=True)
+            print(f"  {what:<60} {p95(reader(address), address) * 1e3:7.1f} ms", flush=True)
 
         exports = [("JSONL, a rare word", f"{api}/rollouts/export?format=jsonl&q={RARE}"),
                    ("CSV, a step range", f"{api}/rollouts/export?format=csv&step_min={mid}&step_max={mid + 100}"),

@@ -107,12 +107,14 @@ def user(django_user_model):
 
 
 @pytest.fixture
-def api_client(client, user):
+def api_client(user):
+    """A script's client: `user`'s API token on every request. A client of its own, so a test's `client` stays a
+    browser (the pages refuse tokens)."""
+    from django.test import Client
+
     from webapp.accounts.models import ApiToken
 
-    key = ApiToken.issue(user)
-    client.defaults["HTTP_AUTHORIZATION"] = f"Token {key}"
-    return client
+    return Client(HTTP_AUTHORIZATION=f"Token {ApiToken.issue(user)}")
 
 
 @pytest.fixture

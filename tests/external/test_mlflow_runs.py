@@ -55,12 +55,13 @@ def test_an_unknown_status_is_refused_by_name(mlflow):
     assert (status, code) == (400, "INVALID_PARAMETER_VALUE") and "'DONE'" in message and "FINISHED" in message
 
 
-def test_an_external_run_cannot_be_cancelled_resumed_or_cloned_from_evolab(mlflow, api_client):
+def test_an_external_run_cannot_be_cancelled_resumed_or_cloned_from_evolab(mlflow, api_client, client, user):
     run = Run.objects.get(mlflow_run_id=mlflow.new_run())
     for action in ("cancel", "resume", "clone"):
         response = api_client.post(f"/api/runs/{run.pk}/{action}")
         assert response.status_code == 409 and "trained elsewhere" in response.json()["error"], action
-    assert api_client.get(f"/runs/new/?clone={run.pk}").status_code == 404
+    client.force_login(user)
+    assert client.get(f"/runs/new/?clone={run.pk}").status_code == 404
 
 
 def test_a_deleted_run_leaves_evolab_and_comes_back_when_restored(mlflow, api_client):

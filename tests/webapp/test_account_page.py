@@ -47,12 +47,38 @@ def test_changing_the_password_needs_the_current_one_and_keeps_the_session(ada, 
 
 
 def test_the_email_is_validated_and_may_be_cleared(ada, django_user_model):
-    bad = ada.post("/account/", {"action": "email", "email": "not an address"})
+    password = "ada's old password"
+    bad = ada.post("/account/", {"action": "email", "email": "not an address", "password": password})
     assert bad.status_code == 400 and "valid email" in field_error(bad, "email")
-    assert ada.post("/account/", {"action": "email", "email": "ada@lab.example"}).status_code == 302
+    assert ada.post("/account/", {"action": "email", "email": "ada@lab.example", "password": password}).status_code == 302
     assert django_user_model.objects.get(username="ada").email == "ada@lab.example"
-    ada.post("/account/", {"action": "email", "email": ""})
+    ada.post("/account/", {"action": "email", "email": "", "password": password})
     assert django_user_model.objects.get(username="ada").email == ""
+
+
+def test_changing_the_email_needs_the_current_password(ada, django_user_model):
+    """Alert emails, and whoever reads them, follow the address: a borrowed session must not move it."""
+    for given in ({}, {"password": "nope"}):
+        wrong = ada.post("/account/", {"action": "email", "email": "mallory@example.org", **given})
+        assert wrong.status_code == 400 and "password" in field_error(wrong, "password").lower()
+        assert 'value="mallory@example.org"' in wrong.content.decode()  # what was typed is kept
+    assert django_user_model.objects.get(username="ada").email == "ada@example.org"
+
+
+def test_an_api_token_does_not_sign_in_to_the_pages(ada, django_user_model):
+    """A token is for scripts (/api/, /mlflow/): on the account page it changed the email and minted tokens that
+    outlived its own revocation."""
+    key = ApiToken.issue(django_user_model.objects.get(username="ada"))
+    scripted = Client(HTTP_AUTHORIZATION=f"Token {key}")
+    for response in (scripted.post("/account/", {"action": "email", "email": "mallory@example.org",
+                                                 "password": "ada's old password"}),
+                     scripted.post("/account/", {"action": "create_token", "name": "mine now"}),
+                     scripted.get("/teams/"), scripted.get("/account/")):
+        assert response.status_code == 403, response.status_code
+        assert "API tokens" in response.content.decode()
+    user = django_user_model.objects.get(username="ada")
+    assert user.email == "ada@example.org" and user.api_tokens.count() == 1
+    assert scripted.get("/api/teams").status_code == 200  # the API still takes it
 
 
 def test_a_named_token_is_shown_once_and_listed_without_its_key(ada):

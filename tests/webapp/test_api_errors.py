@@ -73,8 +73,12 @@ def test_a_control_character_in_a_path_segment_is_a_json_404(api_client, run, pa
     assert response.status_code == 404 and response["Content-Type"] == "application/json"
 
 
-def test_a_control_character_in_a_page_path_is_the_sites_404(api_client, run):
-    response = api_client.get(f"/runs/{run.pk}/prompts/%00/")
+def test_a_control_character_in_a_page_path_is_the_sites_404(user, run):
+    from django.test import Client
+
+    browser = Client()
+    browser.force_login(user)
+    response = browser.get(f"/runs/{run.pk}/prompts/%00/")
     assert response.status_code == 404 and "text/html" in response["Content-Type"]
 
 

@@ -15,7 +15,7 @@ from .models import AlertEmails, ApiToken
 @login_required
 def account(request):
     user = request.user
-    password_form, email_form = PasswordForm(user), EmailForm(initial={"email": user.email})
+    password_form, email_form = PasswordForm(user), EmailForm(user, initial={"email": user.email})
     new_token = new_token_name = None
     errors = {}  # field: message, for the actions without a Django form
     if request.method == "POST":
@@ -27,7 +27,7 @@ def account(request):
                 update_session_auth_hash(request, password_form.user)  # this session stays signed in
                 return _done(request, "your password is changed")
         elif action == "email":
-            email_form = EmailForm(request.POST)
+            email_form = EmailForm(user, request.POST)
             if email_form.is_valid():
                 user.email = email_form.cleaned_data["email"]
                 user.save(update_fields=["email"])

@@ -23,4 +23,20 @@ class PasswordForm(PasswordChangeForm):
 
 
 class EmailForm(forms.Form):
+    """A new email, confirmed with the current password: alert emails (and whoever reads them) follow the address,
+    so a session left open must not be enough to move it."""
+
     email = forms.EmailField(required=False, max_length=254, help_text="where alert emails go; empty for none")
+    password = forms.CharField(label="Current password", strip=False,
+                               widget=forms.PasswordInput(attrs={"autocomplete": "current-password"}),
+                               error_messages={"required": "Your current password is needed to change the email."})
+
+    def __init__(self, user, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.user = user
+
+    def clean_password(self):
+        password = self.cleaned_data.get("password", "")
+        if not self.user.check_password(password):
+            raise forms.ValidationError("Your current password was entered incorrectly.")
+        return password
