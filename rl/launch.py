@@ -89,9 +89,10 @@ def node_command(python: str, config_path, out_dir, nodes: int, gpus: int, node_
 # Options Evolab sets itself in a run's job: a run's or worker's extra options may not change them.
 SLURM_OWN_OPTIONS = ("job-name", "nodes", "ntasks", "ntasks-per-node", "gpus", "gpus-per-node", "gres", "output",
                      "error", "open-mode", "chdir", "export", "wrap", "array", "parsable", "requeue", "no-requeue")
-_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,-]{1,64}$")
-_SLURM_TIME = re.compile(r"^(\d{1,4}-)?\d{1,5}(:\d{1,2}){0,2}$")
-_SLURM_OPTION = re.compile(r"^--([a-z][a-z0-9-]*)(=[\x21-\x7e]{1,200})?$")
+# matched whole (fullmatch): `$` also matches before a final newline, and "gpu\n" became a blank line in the script
+_SLURM_NAME = re.compile(r"[A-Za-z0-9_.,-]{1,64}")
+_SLURM_TIME = re.compile(r"(\d{1,4}-)?\d{1,5}(:\d{1,2}){0,2}")
+_SLURM_OPTION = re.compile(r"--([a-z][a-z0-9-]*)(=[\x21-\x7e]{1,200})?")
 
 
 def slurm_options(options: dict | None) -> dict:
@@ -109,13 +110,13 @@ def slurm_options(options: dict | None) -> dict:
         value = options.get(name)
         if value in (None, ""):
             continue
-        if not isinstance(value, str) or not _SLURM_NAME.match(value):
+        if not isinstance(value, str) or not _SLURM_NAME.fullmatch(value):
             raise FieldError(f"engine_options.{name}",
                              f"{name} must be a Slurm name (letters, digits, _ . , -), not {value!r}")
         clean[name] = value
     value = options.get("time_limit")
     if value not in (None, ""):
-        if not isinstance(value, str) or not _SLURM_TIME.match(value):
+        if not isinstance(value, str) or not _SLURM_TIME.fullmatch(value):
             raise FieldError("engine_options.time_limit",
                              f"time_limit must be in Slurm's format (minutes, H:M:S, D-H:M:S), not {value!r}")
         clean["time_limit"] = value
@@ -126,7 +127,7 @@ def slurm_options(options: dict | None) -> dict:
         raise FieldError("engine_options.sbatch",
                          "sbatch must be a list of at most 20 options such as '--constraint=a100'")
     for option in extra:
-        match = _SLURM_OPTION.match(option) if isinstance(option, str) else None
+        match = _SLURM_OPTION.fullmatch(option) if isinstance(option, str) else None
         if match is None:
             raise FieldError("engine_options.sbatch",
                              f"sbatch option {option!r} is not of the form --name or --name=value (printable, no spaces)")

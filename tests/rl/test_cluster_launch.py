@@ -39,6 +39,16 @@ def test_it_names_the_option_it_refuses(options, field):
     assert refused.value.field == f"engine_options.{field}" and (field in str(refused.value) or "sbatch option" in str(refused.value))
 
 
+@pytest.mark.parametrize("name, value", [("partition", "gpu\n"), ("account", "lab\n"), ("time_limit", "30\n"),
+                                         ("sbatch", ["--constraint=a100\n"])])
+def test_a_value_ending_in_a_newline_is_refused_not_written_as_a_blank_line(name, value):
+    # `$` matches before a final newline: "gpu\n" was taken and wrote a blank line into the job's script
+    with pytest.raises(FieldError) as refused:
+        slurm_options({name: value})
+    assert refused.value.field == f"engine_options.{name}"
+    assert repr(value[0] if name == "sbatch" else value) in str(refused.value)
+
+
 def test_a_one_node_job_execs_the_trainer_with_its_options_as_sbatch_lines():
     text = script(options={"partition": "debug", "time_limit": "30", "sbatch": ["--constraint=a100"]})
     lines = text.splitlines()

@@ -210,6 +210,7 @@ def test_it_queues_a_run_of_two_nodes_with_its_slurm_options(api_client, prompt_
 @pytest.mark.parametrize("body, field", [
     ({"nodes": 0}, "nodes"),
     ({"engine_options": {"partition": "a100; reboot"}}, "engine_options.partition"),
+    ({"engine_options": {"partition": "gpu\n"}}, "engine_options.partition"),
     ({"engine_options": {"sbatch": ["--output=/etc/passwd"]}}, "engine_options.sbatch"),
     ({"engine_options": {"time_limit": "soon"}}, "engine_options.time_limit"),
     ({"engine_options": ["--partition=a100"]}, "engine_options"),
