@@ -221,6 +221,22 @@ def test_it_rejects_bad_nodes_or_slurm_options_naming_the_field(api_client, prom
     assert not Run.objects.exists()
 
 
+# sbatch takes any unique prefix of an option's name: each of these was accepted (201), and sbatch read it as the
+# option named beside it
+@pytest.mark.parametrize("option, slurms", [
+    ("--outp=/shared/other-team/train.log", "--output"), ("--open=truncate", "--open-mode"), ("--chdi=/tmp", "--chdir"),
+    ("--export-file=/home/me/env", "--export-file"), ("--arr=0-999", "--array"), ("--job=victim", "--job-name"),
+    ("--no-r", "--no-requeue"),
+])
+def test_it_refuses_an_abbreviation_of_a_slurm_option_a_run_may_not_set_naming_engine_options_sbatch(
+        api_client, prompt_set, no_enqueue, option, slurms):
+    response = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk,
+                        engine_options={"sbatch": ["--constraint=a100", option]})
+    assert response.status_code == 400 and response.json()["field"] == "engine_options.sbatch", response.content
+    assert option.split("=")[0] in response.json()["error"] and slurms in response.json()["error"]
+    assert not Run.objects.exists()
+
+
 def test_it_refuses_darl_on_a_set_without_labels_unless_the_majority_is_the_reference(api_client, user, no_enqueue):
     unlabelled = make_prompt_set(user, rows=[("a", "What is 1 + 1?", None)], name="plain")
     response = post_run(api_client, name="x", method="darl", prompt_set=unlabelled.pk)
