@@ -113,8 +113,10 @@ def _sbatch_option(option) -> str:
     except ValueError as exc:
         raise refuse(f"sbatch option {option!r}: {exc}") from None
     name = SAME_OPTION.get(found, found)
-    said = f"sbatch option --{given} is Slurm's --{name}, which" if given != name else \
-        f"sbatch option --{name} is an option that"
+    if given == name:
+        said = f"sbatch option --{name} is an option that"
+    else:  # what sbatch would read it as
+        said = f"sbatch option --{given} is Slurm's --{name}, which"
     if name in OWN_FIELDS:
         raise refuse(f"{said} a run gives as engine_options.{OWN_FIELDS[name]}")
     if name in SET_BY_EVOLAB:
