@@ -22,12 +22,11 @@ and R-Zero runs on one process only; both fail with status 2 and one `status: fa
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import sys
 from pathlib import Path
 
-from rl.params import FieldError
+from rl.sbatch_options import slurm_options
 
 ACCELERATE_CONFIGS = Path(__file__).resolve().parent / "accelerate_configs"
 ZERO_STAGES = {2: ACCELERATE_CONFIGS / "zero2.yaml", 3: ACCELERATE_CONFIGS / "zero3.yaml"}
@@ -86,69 +85,33 @@ def node_command(python: str, config_path, out_dir, nodes: int, gpus: int, node_
 
 # --- Slurm ---------------------------------------------------------------------------------------------
 
-# Options Evolab sets itself in a run's job: a run's or worker's extra options may not change them.
-SLURM_OWN_OPTIONS = ("job-name", "nodes", "ntasks", "ntasks-per-node", "gpus", "gpus-per-node", "gres", "output",
-                     "error", "open-mode", "chdir", "export", "wrap", "array", "parsable", "requeue", "no-requeue")
-_SLURM_NAME = re.compile(r"^[A-Za-z0-9_.,-]{1,64}$")
-_SLURM_TIME = re.compile(r"^(\d{1,4}-)?\d{1,5}(:\d{1,2}){0,2}$")
-_SLURM_OPTION = re.compile(r"^--([a-z][a-z0-9-]*)(=[\x21-\x7e]{1,200})?$")
-
-
-def slurm_options(options: dict | None) -> dict:
-    """A run's (or a worker's) Slurm options, checked: `partition` and `account` (names), `time_limit` (Slurm's
-    formats: minutes, H:M:S, D-H...), `sbatch` (further options, `--name=value` each, printable, no spaces). They
-    become #SBATCH lines of the job's script, which its shell reads as comments: never run, never unquoted.
-    A FieldError names the option that is wrong, as `engine_options.<option>` (a run's field)."""
-    options = dict(options or {})
-    unknown = sorted(set(options) - {"partition", "account", "time_limit", "sbatch"})
-    if unknown:
-        raise FieldError(f"engine_options.{unknown[0]}",
-                         f"unknown Slurm option {unknown[0]!r}: expected partition, account, time_limit or sbatch")
-    clean = {}
-    for name in ("partition", "account"):
-        value = options.get(name)
-        if value in (None, ""):
-            continue
-        if not isinstance(value, str) or not _SLURM_NAME.match(value):
-            raise FieldError(f"engine_options.{name}",
-                             f"{name} must be a Slurm name (letters, digits, _ . , -), not {value!r}")
-        clean[name] = value
-    value = options.get("time_limit")
-    if value not in (None, ""):
-        if not isinstance(value, str) or not _SLURM_TIME.match(value):
-            raise FieldError("engine_options.time_limit",
-                             f"time_limit must be in Slurm's format (minutes, H:M:S, D-H:M:S), not {value!r}")
-        clean["time_limit"] = value
-    extra = options.get("sbatch") or []
-    if isinstance(extra, str):
-        extra = extra.split()
-    if not isinstance(extra, list) or len(extra) > 20:
-        raise FieldError("engine_options.sbatch",
-                         "sbatch must be a list of at most 20 options such as '--constraint=a100'")
-    for option in extra:
-        match = _SLURM_OPTION.match(option) if isinstance(option, str) else None
-        if match is None:
-            raise FieldError("engine_options.sbatch",
-                             f"sbatch option {option!r} is not of the form --name or --name=value (printable, no spaces)")
-        if match.group(1) in SLURM_OWN_OPTIONS:
-            raise FieldError("engine_options.sbatch", f"sbatch option --{match.group(1)} is set by Evolab itself")
-    if extra:
-        clean["sbatch"] = list(extra)
-    return clean
+def slurm_job_options(*, job_name: str, nodes: int, gpus: int, log_path, code_dir) -> list[str]:
+    """Evolab's own options of a run's job, for sbatch's command line: sbatch reads the script's #SBATCH lines first,
+    then its environment, then its command line, each over the one before, so no line of the script can change the
+    job's name, its nodes and GPUs, where its output goes (stdout and stderr both to `log_path`, appended; stdin
+    /dev/null), the directory it starts in (`code_dir`, from which `python -m rl.train` imports rl), its environment
+    (the worker's: ALL) or its being requeued. A run's own options may not name these (rl.sbatch_options)."""
+    options = [f"--job-name={job_name}", f"--nodes={nodes}", "--ntasks-per-node=1", f"--output={log_path}",
+               f"--error={log_path}", "--input=/dev/null", "--open-mode=append", f"--chdir={code_dir}",
+               "--export=ALL", "--requeue"]
+    if gpus:
+        options.append(f"--gpus-per-node={gpus}")
+    return options
 
 
 def batch_script(*, job_name: str, run_dir, config_path, code_dir, python: str, nodes: int, gpus: int, resume: bool,
                  options: dict, environment: dict, log_path, zero_stage: int = 2, accelerate_config=None) -> str:
     """The sbatch script of a run: one job of `nodes` nodes × `gpus` GPUs, its output appended to `log_path`,
-    requeueable (a preempted job starts again from its checkpoint: SLURM_RESTART_COUNT > 0 means --resume).
+    requeueable (a preempted job starts again from its checkpoint: SLURM_RESTART_COUNT > 0 means --resume). Those are
+    Evolab's options, for sbatch's command line (slurm_job_options; a comment repeats them); the run's and the
+    worker's checked options (partition, account, time, the allowed extras) are the script's #SBATCH lines.
     One node: the trainer itself (exec: Slurm's signals reach it). Several: `srun` starts one launcher per node,
     its rank SLURM_NODEID, the first node of the allocation (its NodeAddr) as the main process's address."""
     options = slurm_options(options)
-    lines = ["#!/bin/bash", f"#SBATCH --job-name={job_name}", f"#SBATCH --nodes={nodes}",
-             "#SBATCH --ntasks-per-node=1", f"#SBATCH --output={log_path}", "#SBATCH --open-mode=append",
-             f"#SBATCH --chdir={code_dir}", "#SBATCH --requeue"]
-    if gpus:
-        lines.append(f"#SBATCH --gpus-per-node={gpus}")
+    own = slurm_job_options(job_name=job_name, nodes=nodes, gpus=gpus, log_path=log_path, code_dir=code_dir)
+    lines = ["#!/bin/bash",
+             "# Evolab's own options are on sbatch's command line, where they win over the #SBATCH lines below:",
+             f"# sbatch {' '.join(own)}"]
     for name, flag in (("partition", "partition"), ("account", "account"), ("time_limit", "time")):
         if options.get(name):
             lines.append(f"#SBATCH --{flag}={options[name]}")

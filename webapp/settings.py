@@ -309,7 +309,7 @@ SLURM_OPTIONS = {key: value for key, value in (
     ("time_limit", os.environ.get("EVOLAB_SLURM_TIME_LIMIT", "")),
     ("sbatch", os.environ.get("EVOLAB_SLURM_SBATCH", "").split())) if value}
 if SLURM_OPTIONS:  # a worker with wrong options refuses to start rather than fail each run
-    from rl.launch import slurm_options
+    from rl.sbatch_options import slurm_options
 
     SLURM_OPTIONS = slurm_options(SLURM_OPTIONS)
 # Where Evolab's code and interpreter are on the engine's nodes (the same paths as the worker's, by default)

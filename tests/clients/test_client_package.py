@@ -32,3 +32,20 @@ def test_without_a_server_or_a_token_the_command_says_what_to_set(tmp_path):
     done = subprocess.run([sys.executable, "-m", "evolab_client.cli", "sync", "verl", str(tmp_path), "--run", "1"],
                           capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 2 and "EVOLAB_URL" in done.stderr
+
+
+STEP_FILES = """
+import sys
+sys.path.insert(0, sys.argv[1])
+from evolab_client.verl import step_files
+print([(step, path.name) for step, path in step_files(sys.argv[2])])
+"""
+
+
+def test_only_a_whole_step_number_dot_jsonl_is_a_step_of_verls_dumps(tmp_path):
+    # `$` matches before a final newline: "3.jsonl\n" was read as a second dump of step 3
+    for name in ("3.jsonl", "3.jsonl\n", "12.jsonl", "notes.jsonl"):
+        (tmp_path / name).write_text("")
+    done = subprocess.run([sys.executable, "-c", STEP_FILES, str(CLIENT), str(tmp_path)], capture_output=True,
+                          text=True, timeout=60)
+    assert done.stdout.strip() == "[(3, '3.jsonl'), (12, '12.jsonl')]", done.stderr

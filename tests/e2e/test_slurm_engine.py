@@ -16,6 +16,8 @@ from tests.e2e.helpers import (DONE, SMALL_TTRL, assert_each_event_stored_once, 
 from tests.factories import make_prompt_set
 from webapp.runs.model_names import ModelNameError
 from webapp.runs.models import Run, RunEvent
+from workers.engines.base import JobSpec
+from workers.engines.slurm import SlurmCli
 
 pytestmark = pytest.mark.e2e
 
@@ -31,23 +33,99 @@ def slurm(slurm_cluster, engine_stack, tmp_path):
                          "EVOLAB_MODEL_ROOTS": str(tmp_path / "models")})
 
 
-def job_state(cluster, job_id) -> str:
+def job_fields(cluster, job_id) -> dict:
     shown = cluster.run("scontrol", "--oneliner", "show", "job", job_id).stdout
-    return dict(part.split("=", 1) for part in shown.split() if "=" in part).get("JobState", "")
+    return dict(part.split("=", 1) for part in shown.split() if "=" in part)
+
+
+def job_state(cluster, job_id) -> str:
+    return job_fields(cluster, job_id).get("JobState", "")
 
 
 def test_a_run_trains_as_a_slurm_job_and_its_page_shows_the_job(slurm, slurm_cluster, live_user):
-    run_id = launch_small_run(slurm, live_user, "slurm-ok", max_steps=3)
+    run_id = launch_small_run(slurm, live_user, "slurm-ok", max_steps=3,
+                              engine_options={"time_limit": "30", "sbatch": ["--comm=evolab-e2e"]})
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=240)
     assert run["state"] == "succeeded" and run["last_step"] == 3, run
     engine = run["engine"]
     assert engine["name"] == "slurm" and engine["job_id"].isdigit(), engine
     script = (Path(Run.objects.get(pk=run_id).run_dir) / f"evolab-run-{run_id}-1.sbatch").read_text()
-    assert f"#SBATCH --job-name=evolab-run-{run_id}-1" in script and "-m rl.train" in script
+    assert f"# sbatch --job-name=evolab-run-{run_id}-1 " in script and "-m rl.train" in script
     assert job_state(slurm_cluster, engine["job_id"]) == "COMPLETED"
+    fields = job_fields(slurm_cluster, engine["job_id"])
+    assert fields["JobName"] == f"evolab-run-{run_id}-1"  # from the command line
+    # the run's options, #SBATCH lines under the comment that gives the command line; its abbreviation in full
+    assert "#SBATCH --comment=evolab-e2e" in script and fields["Comment"] == "evolab-e2e", fields
+    assert fields["TimeLimit"] == "00:30:00", fields
     # the job's output, as Slurm wrote it, on the run's page
     assert f"evolab: evolab-run-{run_id}-1: Slurm job {engine['job_id']} on n" in engine["log_tail"], engine
     assert_each_event_stored_once(run_id)
+
+
+# On a real Slurm worker, a run's `--outp`, `--err`, `--chd` and `--arr=0-3` ran four jobs writing to the member's
+# paths: sbatch takes any unique prefix of an option, and Evolab compared names exactly
+HOSTILE = ["--outp=/tmp/evolab-hostile.log", "--open=truncate", "--chdi=/tmp", "--export-file=/tmp/evolab-env",
+           "--arr=0-999", "--job=victim", "--no-r", "--err=/tmp/evolab-hostile.err", "--tasks-per-node=8"]
+
+
+def test_slurm_options_a_run_may_not_set_are_refused_however_abbreviated_and_never_reach_slurm(slurm, slurm_cluster,
+                                                                                                 live_user):
+    prompt_set = make_prompt_set(live_user, name="arith-hostile")
+    jobs = slurm_cluster.run("squeue", "--noheader", "--states=all", "--format=%i").stdout.split()
+    for option in HOSTILE:
+        response = slurm.api.session.post(slurm.api.base + "/runs", timeout=30, json={
+            "name": "hostile", "method": "ttrl", "prompt_set": prompt_set.pk, "max_steps": 2,
+            "hyperparameters": SMALL_TTRL, "engine_options": {"sbatch": ["--constraint=cpu", option]}})
+        assert response.status_code == 400, (option, response.text)
+        refusal = response.json()
+        assert refusal["field"] == "engine_options.sbatch" and option.split("=")[0] in refusal["error"], refusal
+    assert not Run.objects.exists()
+    assert slurm_cluster.run("squeue", "--noheader", "--states=all", "--format=%i").stdout.split() == jobs  # none new
+
+
+def test_evolabs_own_options_on_sbatchs_command_line_win_over_hostile_sbatch_lines(slurm_cluster, tmp_path,
+                                                                                   monkeypatch):
+    """Defence in depth, should a hostile line ever pass the check: a script whose #SBATCH lines, written here
+    directly, name other files, another directory and job name, no requeue, two nodes and no environment, submitted
+    by SlurmCli with Evolab's options on the command line: the real sbatch and slurmd follow Evolab's."""
+    monkeypatch.setenv("SLURM_CONF", slurm_cluster.env["SLURM_CONF"])
+    monkeypatch.setenv("EVOLAB_TEST_MARKER", "from-the-worker")
+    run_dir, code_dir, elsewhere = tmp_path / "run", tmp_path / "code", tmp_path / "elsewhere"
+    for folder in (run_dir, code_dir, elsewhere):
+        folder.mkdir()
+    (elsewhere / "stdin").write_text("read from elsewhere\n")
+    hostile = [f"--outp={elsewhere}/out.log", f"--err={elsewhere}/err.log", f"--input={elsewhere}/stdin",
+               "--open=truncate", f"--chd={elsewhere}", "--job=victim", "--no-r", "--nodes=2", "--export=NONE"]
+    script = run_dir / "hostile.sbatch"
+    script.write_text("#!/bin/bash\n" + "".join(f"#SBATCH {option}\n" for option in hostile) +
+                      'echo "evolab-test: in $(pwd) as $SLURM_JOB_NAME on $SLURM_JOB_NUM_NODES node(s), '
+                      'marker ${EVOLAB_TEST_MARKER:-unset}, stdin $(cat)"\n'
+                      'echo "evolab-test: on stderr" >&2\n')
+    spec = JobSpec(name="evolab-run-0-1", run_id=0, run_dir=run_dir, config_path=run_dir / "config.json",
+                   code_dir=code_dir, python="python3", nodes=1, gpus=0, resume=False)
+    spec.log_path.write_text("written before the job\n")
+
+    # the lines are real directives: sbatch alone follows them (held, so the job never runs)
+    held = slurm_cluster.run("sbatch", "--parsable", "--hold", str(script)).stdout.strip()
+    fields = job_fields(slurm_cluster, held)
+    assert (fields["JobName"], fields["WorkDir"], fields["StdOut"], fields["Requeue"]) == (
+        "victim", str(elsewhere), f"{elsewhere}/out.log", "0"), fields
+    slurm_cluster.run("scancel", held)
+
+    job_id = SlurmCli().submit_script(script, spec)
+    deadline = time.monotonic() + 60
+    while job_state(slurm_cluster, job_id) != "COMPLETED" and time.monotonic() < deadline:
+        time.sleep(0.5)
+    fields = job_fields(slurm_cluster, job_id)
+    assert fields["JobState"] == "COMPLETED", fields
+    assert (fields["JobName"], fields["WorkDir"], fields["StdOut"], fields["StdErr"], fields["StdIn"],
+            fields["Requeue"], fields["NumNodes"]) == ("evolab-run-0-1", str(code_dir), str(spec.log_path),
+                                                       str(spec.log_path), "/dev/null", "1", "1"), fields
+    log = spec.log_path.read_text()
+    assert log.startswith("written before the job\n"), log  # appended, not truncated
+    assert (f"evolab-test: in {code_dir} as evolab-run-0-1 on 1 node(s), marker from-the-worker, stdin \n" in log
+            and "evolab-test: on stderr\n" in log), log
+    assert sorted(path.name for path in elsewhere.iterdir()) == ["stdin"]  # nothing written elsewhere
 
 
 def test_a_two_node_run_trains_two_ranks_through_srun(slurm, slurm_cluster, live_user):

@@ -6,7 +6,8 @@ import subprocess
 
 import pytest
 
-from rl.launch import batch_script, node_command, ray_entrypoint, slurm_options, trainer_command
+from rl.launch import batch_script, node_command, ray_entrypoint, slurm_job_options, trainer_command
+from rl.sbatch_options import resolve_sbatch_option, slurm_options
 from rl.params import FieldError
 
 
@@ -39,20 +40,129 @@ def test_it_names_the_option_it_refuses(options, field):
     assert refused.value.field == f"engine_options.{field}" and (field in str(refused.value) or "sbatch option" in str(refused.value))
 
 
-def test_a_one_node_job_execs_the_trainer_with_its_options_as_sbatch_lines():
-    text = script(options={"partition": "debug", "time_limit": "30", "sbatch": ["--constraint=a100"]})
+@pytest.mark.parametrize("name, value", [("partition", "gpu\n"), ("account", "lab\n"), ("time_limit", "30\n"),
+                                         ("sbatch", ["--constraint=a100\n"])])
+def test_a_value_ending_in_a_newline_is_refused_not_written_as_a_blank_line(name, value):
+    # `$` matches before a final newline: "gpu\n" was taken and wrote a blank line into the job's script
+    with pytest.raises(FieldError) as refused:
+        slurm_options({name: value})
+    assert refused.value.field == f"engine_options.{name}"
+    assert repr(value[0] if name == "sbatch" else value) in str(refused.value)
+
+
+def refusal(*sbatch) -> str:
+    with pytest.raises(FieldError) as refused:
+        slurm_options({"sbatch": list(sbatch)})
+    assert refused.value.field == "engine_options.sbatch"
+    return str(refused.value)
+
+
+# sbatch takes any unique prefix of a long option (getopt_long), and a run's lines came after Evolab's own #SBATCH
+# lines: each of these was accepted, and sbatch read it as the option it abbreviates
+@pytest.mark.parametrize("option, said", [
+    ("--outp=/shared/other-team/train.log", "--outp is Slurm's --output, which Evolab sets itself"),
+    ("--open=truncate", "--open is Slurm's --open-mode, which Evolab sets itself"),
+    ("--chdi=/tmp", "--chdi is Slurm's --chdir, which Evolab sets itself"),
+    ("--job=victim", "--job is Slurm's --job-name, which Evolab sets itself"),
+    ("--no-r", "--no-r is Slurm's --no-requeue, which Evolab sets itself"),
+    ("--err=/shared/x", "--err is Slurm's --error, which Evolab sets itself"),
+    ("--tasks-per-node=8", "--tasks-per-node is Slurm's --ntasks-per-node, which Evolab sets itself"),
+    ("--arr=0-999", "--arr is Slurm's --array, which a run may not set"),
+    ("--export-f=/home/me/env", "--export-f is Slurm's --export-file, which a run may not set"),
+    ("--export-file=/home/me/env", "--export-file is an option that a run may not set"),
+])
+def test_it_refuses_an_abbreviation_of_an_option_a_run_may_not_set_saying_what_it_is(option, said):
+    assert said in refusal(option)
+
+
+@pytest.mark.parametrize("option", [
+    "--export=NONE", "--chdir=/tmp", "--output=/x", "--error=/x", "--input=/x", "--open-mode=truncate", "--array=1-4",
+    "--job-name=x", "--requeue", "--no-requeue", "--wrap=id", "--parsable", "--nodes=4", "--ntasks=4",
+    "--ntasks-per-gpu=1", "--gpus=8", "--gpus-per-task=1", "--gres=gpu:8", "--dependency=afterok:1", "--uid=0",
+    "--gid=0", "--get-user-env", "--wckey=x", "--test-only", "--hold", "--batch=x", "--clusters=other",
+    "--cluster=other", "--container=/x", "--propagate", "--kill-on-invalid-dep=yes", "--help", "--usage", "--wait",
+    "--priority=99999", "--reboot", "--nodefile=/x", "--bbf=/x",
+])
+def test_it_refuses_options_that_would_change_the_job_evolab_submits(option):
+    said = refusal(option)
+    assert "Evolab sets itself" in said or "a run may not set" in said, said
+
+
+@pytest.mark.parametrize("option, field", [("--part=gpu", "partition"), ("--partition=gpu", "partition"),
+                                           ("--accou=lab", "account"), ("--time=30", "time_limit")])
+def test_partition_account_and_time_are_refused_as_extras_pointing_to_their_own_fields(option, field):
+    assert f"engine_options.{field}" in refusal(option)
+
+
+def test_an_ambiguous_abbreviation_is_refused_naming_what_it_could_be():
+    said = refusal("--gpu=1")
+    assert "--gpu is ambiguous" in said and "--gpu-bind" in said and "--gpus-per-node" in said
+
+
+def test_an_option_sbatch_does_not_have_is_refused():
+    assert "sbatch has no option --frobnicate" in refusal("--frobnicate=1")
+
+
+def test_an_allowed_abbreviation_is_written_with_its_full_name():
+    # the full name means the same to every sbatch; a newer one, with more options, may read a prefix otherwise
+    assert slurm_options({"sbatch": ["--const=a100", "--exclus", "--mem-per-g=40G", "--qos=low"]})["sbatch"] == [
+        "--constraint=a100", "--exclusive", "--mem-per-gpu=40G", "--qos=low"]
+
+
+@pytest.mark.parametrize("option, said", [
+    ("--nodelist=/etc/hosts", "names a file"), ("--exclude=../nodes", "names a file"),
+    ("--nodel=./n1", "names a file"), ("--mem", "--mem needs a value"), ("--contiguous=yes", "takes no value"),
+    ("--comment='a", "quotes"), ("--comment=a#b", "quotes"),
+])
+def test_a_value_sbatch_would_read_otherwise_is_refused(option, said):
+    assert said in refusal(option)
+
+
+def test_allowed_options_and_their_values_are_kept():
+    options = ["--constraint=a100&ib", "--nodelist=n[1-4]", "--exclude=n7", "--mem=64G", "--cpus-per-task=8",
+               "--mail-type=END,FAIL", "--mail-user=me@example.com", "--begin=now+1hour", "--signal=B:USR1@60",
+               "--nice=10", "--exclusive=user", "--contiguous", "--reservation=maint", "--comment=ablation-3"]
+    assert slurm_options({"sbatch": options})["sbatch"] == options
+
+
+def own_options(**overrides):
+    arguments = dict(job_name="evolab-run-7-1", nodes=1, gpus=0, log_path="/runs/7/engine.log", code_dir="/srv/evolab")
+    return slurm_job_options(**{**arguments, **overrides})
+
+
+def test_evolabs_own_options_are_for_sbatchs_command_line_where_they_win_over_any_sbatch_line():
+    assert own_options() == ["--job-name=evolab-run-7-1", "--nodes=1", "--ntasks-per-node=1",
+                             "--output=/runs/7/engine.log", "--error=/runs/7/engine.log", "--input=/dev/null",
+                             "--open-mode=append", "--chdir=/srv/evolab", "--export=ALL", "--requeue"]
+    assert own_options(gpus=4, nodes=2)[-1] == "--gpus-per-node=4" and "--nodes=2" in own_options(nodes=2)
+
+
+def shortest_abbreviation(name: str) -> str:
+    for end in range(1, len(name) + 1):
+        try:
+            if resolve_sbatch_option(name[:end]) == name:
+                return name[:end]
+        except ValueError:  # none, or ambiguous
+            pass
+
+
+def test_a_run_may_set_none_of_evolabs_own_options_however_it_spells_them():
+    for option in own_options(gpus=4):
+        name, _, value = option[2:].partition("=")
+        abbreviated = f"--{shortest_abbreviation(name)}" + (f"={value}" if value else "")
+        assert "Evolab sets itself" in refusal(option) and "Evolab sets itself" in refusal(abbreviated), abbreviated
+
+
+def test_a_one_node_job_execs_the_trainer_with_the_runs_options_as_sbatch_lines():
+    text = script(options={"partition": "debug", "time_limit": "30", "sbatch": ["--const=a100"]})
     lines = text.splitlines()
     assert lines[0] == "#!/bin/bash"
-    assert {"#SBATCH --job-name=evolab-run-7-1", "#SBATCH --nodes=1", "#SBATCH --partition=debug",
-            "#SBATCH --time=30", "#SBATCH --constraint=a100", "#SBATCH --requeue",
-            "#SBATCH --output=/runs/7/engine.log"} <= set(lines)
+    # only the run's (and the worker's) checked options are #SBATCH lines; the comment says where Evolab's are
+    assert [line for line in lines if line.startswith("#SBATCH")] == [
+        "#SBATCH --partition=debug", "#SBATCH --time=30", "#SBATCH --constraint=a100"]
+    assert "# sbatch " + " ".join(own_options()) in lines
     assert lines[-1] == ("exec /venv/bin/python -m rl.train --config /runs/7/config.json --out /runs/7 "
                          "$EVOLAB_RESUME")
-    assert "#SBATCH --gpus-per-node" not in text
-
-
-def test_a_gpu_job_asks_slurm_for_its_gpus_per_node():
-    assert "#SBATCH --gpus-per-node=4" in script(gpus=4).splitlines()
 
 
 def test_environment_values_are_quoted_for_the_shell():
@@ -71,7 +181,6 @@ def test_the_resume_switch_is_set_when_asked_or_when_slurm_requeued_the_job(tmp_
 
 def test_several_nodes_start_one_launcher_per_node_through_srun_ranked_by_slurm():
     text = script(nodes=2)
-    assert "#SBATCH --nodes=2" in text and "#SBATCH --ntasks-per-node=1" in text
     srun = text.splitlines()[-1]
     assert srun.startswith("exec srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c ")
     # the rank and the main node's address are expanded on each node, not in the batch script

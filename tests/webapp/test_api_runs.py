@@ -210,6 +210,7 @@ def test_it_queues_a_run_of_two_nodes_with_its_slurm_options(api_client, prompt_
 @pytest.mark.parametrize("body, field", [
     ({"nodes": 0}, "nodes"),
     ({"engine_options": {"partition": "a100; reboot"}}, "engine_options.partition"),
+    ({"engine_options": {"partition": "gpu\n"}}, "engine_options.partition"),
     ({"engine_options": {"sbatch": ["--output=/etc/passwd"]}}, "engine_options.sbatch"),
     ({"engine_options": {"time_limit": "soon"}}, "engine_options.time_limit"),
     ({"engine_options": ["--partition=a100"]}, "engine_options"),
@@ -217,6 +218,22 @@ def test_it_queues_a_run_of_two_nodes_with_its_slurm_options(api_client, prompt_
 def test_it_rejects_bad_nodes_or_slurm_options_naming_the_field(api_client, prompt_set, no_enqueue, body, field):
     response = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, **body)
     assert response.status_code == 400 and response.json()["field"] == field, response.content
+    assert not Run.objects.exists()
+
+
+# sbatch takes any unique prefix of an option's name: each of these was accepted (201), and sbatch read it as the
+# option named beside it
+@pytest.mark.parametrize("option, slurms", [
+    ("--outp=/shared/other-team/train.log", "--output"), ("--open=truncate", "--open-mode"), ("--chdi=/tmp", "--chdir"),
+    ("--export-file=/home/me/env", "--export-file"), ("--arr=0-999", "--array"), ("--job=victim", "--job-name"),
+    ("--no-r", "--no-requeue"),
+])
+def test_it_refuses_an_abbreviation_of_a_slurm_option_a_run_may_not_set_naming_engine_options_sbatch(
+        api_client, prompt_set, no_enqueue, option, slurms):
+    response = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk,
+                        engine_options={"sbatch": ["--constraint=a100", option]})
+    assert response.status_code == 400 and response.json()["field"] == "engine_options.sbatch", response.content
+    assert option.split("=")[0] in response.json()["error"] and slurms in response.json()["error"]
     assert not Run.objects.exists()
 
 

@@ -54,6 +54,18 @@ def test_a_run_on_several_nodes_fails_at_once_on_a_local_worker(user, settings, 
     assert "needs a cluster engine" in run.message and "EVOLAB_TRAINER_LAUNCHER=slurm or ray" in run.message
 
 
+def test_a_stored_run_whose_slurm_options_are_refused_now_fails_before_its_job_is_submitted(user, settings, tmp_path):
+    # launched before sbatch's abbreviations were resolved, and stored: resumed now, it must not reach sbatch
+    settings.RUNS_DIR = tmp_path
+    settings.TRAINER_LAUNCHER = "slurm"
+    run = make_run(user, engine_options={"sbatch": ["--outp=/shared/other-team/train.log"]})
+    assert supervise(run.pk) == Run.FAILED
+    run.refresh_from_db()
+    assert run.message == ("Slurm would not take the run: engine_options.sbatch: sbatch option --outp is Slurm's "
+                           "--output, which Evolab sets itself"), run.message
+    assert not run.engine_job_id and not list(tmp_path.rglob("*.sbatch"))
+
+
 @pytest.mark.parametrize("end, reason, expected", [
     ("timeout", "", "its Slurm job 17 reached its time limit; resume the run to go on from its last checkpoint"),
     ("node_fail", "", "a node of its Slurm job 17 failed; resume the run"),

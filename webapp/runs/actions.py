@@ -4,7 +4,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from rl.launch import slurm_options
+from rl.sbatch_options import slurm_options
 from rl.methods import get_method, validate_hyperparameters
 from rl.params import FieldError
 from webapp.accounts.access import require_role, team_for_new_object

@@ -1,7 +1,9 @@
 """Slurm (DESIGN §4.9): each run is one job of its nodes × GPUs, submitted with `sbatch` (the worker's Slurm client
 and SLURM_CONF; slurmrestd is not supported, docs/cluster-engines.md says why). The job's script is
-rl.launch.batch_script: #SBATCH lines from the run's and the worker's options (checked there), the trainer (or
-one launcher per node through srun), resumed from its checkpoint when Slurm requeues the job.
+rl.launch.batch_script: #SBATCH lines from the run's and the worker's options (checked there, rl.sbatch_options), the
+trainer (or one launcher per node through srun), resumed from its checkpoint when Slurm requeues the job. Evolab's
+own options (the job's name, size, files, directory, environment, requeue) are on sbatch's command line, where they
+win over any #SBATCH line.
 
 State: `scontrol show job` while Slurm remembers the job (MinJobAge after its end), then `sacct` (the accounting
 database, or the job completion log of a cluster without one). Stop: SIGTERM to every process of the job
@@ -11,7 +13,8 @@ import re
 import shlex
 import subprocess
 
-from rl.launch import batch_script
+from rl.launch import batch_script, slurm_job_options
+from rl.params import FieldError
 
 from .base import Engine, EngineError, JobSpec, JobState, file_tail
 
@@ -52,12 +55,23 @@ class SlurmCli(Engine):
         return done
 
     def submit(self, spec: JobSpec) -> str:
+        try:
+            text = batch_script(
+                job_name=spec.name, run_dir=spec.run_dir, config_path=spec.config_path, code_dir=spec.code_dir,
+                python=spec.python, nodes=spec.nodes, gpus=spec.gpus, resume=spec.resume, options=spec.options,
+                environment=spec.environment, log_path=spec.log_path, accelerate_config=spec.accelerate_config)
+        except FieldError as exc:  # a run stored before its options were refused (resumed now): never to sbatch
+            raise EngineError(f"{exc.field}: {exc}") from None
         script = spec.run_dir / f"{spec.name}.sbatch"
-        script.write_text(batch_script(
-            job_name=spec.name, run_dir=spec.run_dir, config_path=spec.config_path, code_dir=spec.code_dir,
-            python=spec.python, nodes=spec.nodes, gpus=spec.gpus, resume=spec.resume, options=spec.options,
-            environment=spec.environment, log_path=spec.log_path, accelerate_config=spec.accelerate_config))
-        out = self._run("sbatch", "--parsable", str(script)).stdout.strip()
+        script.write_text(text)
+        return self.submit_script(script, spec)
+
+    def submit_script(self, script, spec: JobSpec) -> str:
+        """sbatch of a written script with Evolab's own options on the command line, where they win over whatever
+        the script's #SBATCH lines say (rl.launch.slurm_job_options); the job's id."""
+        own = slurm_job_options(job_name=spec.name, nodes=spec.nodes, gpus=spec.gpus, log_path=spec.log_path,
+                                code_dir=spec.code_dir)
+        out = self._run("sbatch", "--parsable", *own, str(script)).stdout.strip()
         return out.split(";")[0]  # "id;cluster" on a federation
 
     def find(self, name: str) -> str | None:

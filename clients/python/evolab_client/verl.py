@@ -24,7 +24,8 @@ from pathlib import Path
 
 from .client import Evolab, RunRef
 
-STEP_FILE = re.compile(r"^(\d+)\.jsonl$")
+# matched whole (fullmatch): `$` also matches before a final newline ("3.jsonl\n" was a second step 3)
+STEP_FILE = re.compile(r"(\d+)\.jsonl")
 BASE_FIELDS = ("input", "output", "gts", "score", "step")
 
 
@@ -32,7 +33,7 @@ def step_files(directory: Path) -> list[tuple[int, Path]]:
     """verl's dumps in step order (file names `{step}.jsonl`, no padding)."""
     found = []
     for entry in os.scandir(directory):
-        match = STEP_FILE.match(entry.name)
+        match = STEP_FILE.fullmatch(entry.name)
         if match and entry.is_file():
             found.append((int(match.group(1)), Path(entry.path)))
     return sorted(found)
