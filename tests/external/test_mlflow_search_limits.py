@@ -5,9 +5,12 @@ real server, with another team's reads timed meanwhile: tests/e2e/test_mlflow_se
 import time
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from tests.external.conftest import error_of
 from webapp.external.like import MAX_PATTERN_LENGTH
+from webapp.external.mlflow_views import MAX_EXPERIMENT_IDS_PER_SEARCH
 
 pytestmark = pytest.mark.django_db
 
@@ -46,3 +49,32 @@ def test_it_refuses_a_like_pattern_longer_than_the_limit(mlflow, endpoint, body)
     status, code, message = error_of(mlflow.post(endpoint, over))
     assert (status, code) == (400, "INVALID_PARAMETER_VALUE")
     assert f"{MAX_PATTERN_LENGTH + 1:,} characters" in message and f"at most {MAX_PATTERN_LENGTH}" in message
+
+
+def test_it_refuses_more_experiment_ids_than_mlflows_limit_saying_so(mlflow):
+    ids = [mlflow.ok("experiments/create", {"name": "sweep"})["experiment_id"]] * (MAX_EXPERIMENT_IDS_PER_SEARCH + 1)
+    status, code, message = error_of(mlflow.post("runs/search", {"experiment_ids": ids}))
+    assert (status, code) == (400, "INVALID_PARAMETER_VALUE")
+    # MLflow's wording for its requests that take a list of ids (its tests match substrings)
+    assert message == (f"SearchRuns request cannot specify more than {MAX_EXPERIMENT_IDS_PER_SEARCH} experiment_ids. "
+                       f"Received {MAX_EXPERIMENT_IDS_PER_SEARCH + 1} experiment_ids.")
+    assert mlflow.post("runs/search", {"experiment_ids": ids[:MAX_EXPERIMENT_IDS_PER_SEARCH]}).status_code == 200
+
+
+def test_the_experiments_named_are_read_in_one_query_however_many(mlflow):
+    ids = [mlflow.ok("experiments/create", {"name": f"e{i}"})["experiment_id"] for i in range(30)]
+    mlflow.new_run("r", experiment_id=ids[-1])
+
+    def queries(experiment_ids):
+        with CaptureQueriesContext(connection) as captured:
+            assert len(mlflow.ok("runs/search", {"experiment_ids": experiment_ids})["runs"]) == 1
+        return len(captured)
+
+    assert queries(ids) == queries(ids[-1:])
+
+
+def test_a_missing_experiment_among_those_named_is_named(mlflow):
+    mine = mlflow.ok("experiments/create", {"name": "sweep"})["experiment_id"]
+    for missing in ("999999", "x", "99999999999999999999"):
+        status, code, message = error_of(mlflow.post("runs/search", {"experiment_ids": [mine, missing]}))
+        assert (status, code) == (404, "RESOURCE_DOES_NOT_EXIST") and f"id={missing}" in message
