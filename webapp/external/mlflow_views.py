@@ -118,7 +118,8 @@ def delete_experiment_tag(caller, fields):
 def create_run(caller, fields):
     experiment = experiments.visible(caller, fields.get("experiment_id") or experiments.DEFAULT_EXPERIMENT_ID)
     external = reporting.create_run(
-        caller, experiment, name=text(fields, "run_name", required=False), user_id=text(fields, "user_id", required=False) or "",
+        caller, experiment, name=text(fields, "run_name", required=False),
+        user_id=text(fields, "user_id", required=False, free_text=True) or "",
         start_time=whole(fields, "start_time", low=0, high=2**53),
         tags=key_value_list(fields, "tags", MAX_PARAMS_TAGS_PER_BATCH, MAX_TAG_VALUE_LENGTH))
     return {"run": run_json(external, {})}
