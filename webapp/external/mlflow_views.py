@@ -4,7 +4,9 @@ Transformers/TRL, verl, Accelerate, Lightning) creates runs in the user's team a
 tags and metrics into Evolab. Thin views: parse, call an action (reporting.py), render (mlflow_protocol.py).
 
 Authentication is the API token alone (`Authorization: Bearer KEY`, as the client sends it, or `Token
-KEY`): session cookies are not read here, which is why these views need no CSRF token."""
+KEY`): session cookies are not read here, which is why these views need no CSRF token. A request without a token
+is UNAUTHENTICATED, and so is one with an invalid token, whatever cookie it sends (the token middleware makes it
+anonymous: webapp/accounts/middleware.py)."""
 import base64
 import binascii
 import json
