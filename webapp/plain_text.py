@@ -11,13 +11,28 @@ def control_character(text: str) -> str | None:
     return next((c for c in text if unicodedata.category(c) in ("Cc", "Cs")), None)
 
 
+def unpaired_surrogate(text: str) -> str | None:
+    """The first unpaired surrogate in `text` (UTF-8 cannot hold one, so neither can the database: a lone "\\ud800"
+    escape in a request's JSON made a UnicodeEncodeError there), or None."""
+    try:
+        text.encode("utf-8")  # checked in C: texts may be kilobytes
+    except UnicodeEncodeError as exc:
+        return text[exc.start]
+    return None
+
+
+def named(character: str) -> str:
+    """A character control_character() or unpaired_surrogate() found, as an error message names it."""
+    if unicodedata.category(character) == "Cs":
+        return f"the unpaired surrogate {character!a}, which UTF-8 cannot hold"
+    return f"the control character {character!a}"
+
+
 def storable(text: str) -> str:
     """Model output is any text, and PostgreSQL's text columns refuse NUL and UTF-8 cannot hold an unpaired
     surrogate: each becomes U+FFFD, the replacement character, and the rest is kept as written."""
     if "\x00" in text:
         text = text.replace("\x00", "\ufffd")
-    try:
-        text.encode("utf-8")  # fails only on an unpaired surrogate (checked in C: texts are kilobytes)
-    except UnicodeEncodeError:
+    if unpaired_surrogate(text) is not None:
         text = _SURROGATE.sub("\ufffd", text)
     return text

@@ -27,6 +27,17 @@ def test_a_signed_in_browser_session_is_not_enough(client, user):
     assert error_of(client.get("/mlflow/api/2.0/mlflow/experiments/get", {"experiment_id": "0"}))[0] == 401
 
 
+def test_an_invalid_token_is_unauthenticated_whatever_cookie_is_sent(client, user):
+    # the token alone authenticates: a signed-in browser's cookie beside a wrong token must not stand in for it
+    client.force_login(user)
+    wrong = {"HTTP_AUTHORIZATION": "Bearer not-a-token"}
+    assert error_of(client.get("/mlflow/api/2.0/mlflow/experiments/get", {"experiment_id": "0"}, **wrong))[:2] == (
+        401, "UNAUTHENTICATED")
+    response = client.post("/mlflow/api/2.0/mlflow/runs/create", '{"experiment_id": "0", "run_name": "r"}',
+                           content_type="application/json", **wrong)
+    assert error_of(response)[:2] == (401, "UNAUTHENTICATED") and not Run.objects.exists()
+
+
 @pytest.mark.parametrize("body, words", [
     (b"{not json", "not JSON"),
     (b"[1, 2]", "JSON object"),

@@ -24,6 +24,13 @@ def test_it_rejects_an_unknown_token(client):
     assert response.json()["error"] == "the API token is not valid"
 
 
+def test_it_rejects_an_unknown_token_even_beside_a_signed_in_session(client, user):
+    client.force_login(user)
+    assert client.get("/api/prompt-sets").status_code == 200
+    response = client.get("/api/prompt-sets", HTTP_AUTHORIZATION="Token nope")
+    assert response.status_code == 401 and response.json()["error"] == "the API token is not valid"
+
+
 def test_it_rejects_the_token_of_a_deactivated_user(api_client, user):
     assert api_client.get("/api/prompt-sets").status_code == 200
     user.is_active = False

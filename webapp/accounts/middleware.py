@@ -1,3 +1,4 @@
+from django.contrib.auth.models import AnonymousUser
 from django.http import HttpResponse
 from django.utils.functional import SimpleLazyObject
 
@@ -11,10 +12,13 @@ PAGES_REFUSE_TOKENS = ("API tokens work for the API (/api/) and the MLflow proto
 
 
 class TokenAuthenticationMiddleware:
-    """`Authorization: Token KEY` authenticates a request to the API as the token's user; a page answers it 403.
+    """`Authorization: Token KEY` (or `Bearer KEY`) authenticates a request to the API as the token's user; a page
+    answers it 403.
 
-    Token requests carry no cookies, so CSRF (which protects cookie sessions) is skipped
-    for them, as REST frameworks do."""
+    A request that sends a token is authenticated by the token alone: with an invalid one it is anonymous
+    whatever session cookie comes with it (the /mlflow views, which skip CSRF because they read no cookie, read the
+    session's user beside a wrong token). Token requests are not cookie sessions, so CSRF (which protects those) is
+    skipped for a valid one, as REST frameworks do."""
 
     def __init__(self, get_response):
         self.get_response = get_response
@@ -33,5 +37,7 @@ class TokenAuthenticationMiddleware:
             if user is not None:
                 request.user = SimpleLazyObject(lambda: user)
                 request._dont_enforce_csrf_checks = True
+            else:
+                request.user = AnonymousUser()
             request.token_auth_attempted = True
         return self.get_response(request)

@@ -6,6 +6,7 @@ from django.db import IntegrityError, transaction
 
 from webapp.accounts.access import teams_of
 from webapp.accounts.models import Membership, Team
+from webapp.numbers import whole_number
 
 from .mlflow_protocol import MAX_EXPERIMENT_NAME_LENGTH, MlflowError, invalid, millis, missing, tags_json
 from .models import Experiment
@@ -81,15 +82,24 @@ def _get_or_create(team: Team, name: str) -> Experiment:
 def visible(caller: Caller, experiment_id) -> Experiment:
     """The experiment of that id among the caller's teams ("0": their team's Default; a deleted one too, as
     MLflow finds it), else RESOURCE_DOES_NOT_EXIST, the same answer for another team's and a missing one."""
-    experiment_id = str(experiment_id if experiment_id is not None else "").strip()
-    if experiment_id == DEFAULT_EXPERIMENT_ID:
-        return default_experiment(caller.only_team("say which team's experiment"))
-    found = None
-    if experiment_id.isdigit() and experiment_id.isascii() and len(experiment_id) <= 18:
-        found = Experiment.objects.of_teams(caller.team_ids).filter(pk=int(experiment_id)).first()
-    if found is None:
-        raise missing(f"No Experiment with id={experiment_id} exists")
-    return found
+    return visible_all(caller, [experiment_id])[0]
+
+
+def visible_all(caller: Caller, experiment_ids: list) -> list[Experiment]:
+    """visible() of each id (each once), the experiments read in one query: a search naming many ran one per id."""
+    wanted = list(dict.fromkeys(str(i if i is not None else "").strip() for i in experiment_ids))
+    keys = {i: whole_number(i) for i in wanted if i != DEFAULT_EXPERIMENT_ID}
+    numbers = {pk for pk in keys.values() if pk is not None}
+    found = {e.pk: e for e in Experiment.objects.of_teams(caller.team_ids).filter(pk__in=numbers)} if numbers else {}
+    experiments = []
+    for experiment_id in wanted:
+        if experiment_id == DEFAULT_EXPERIMENT_ID:
+            experiments.append(default_experiment(caller.only_team("say which team's experiment")))
+        elif keys[experiment_id] in found:
+            experiments.append(found[keys[experiment_id]])
+        else:
+            raise missing(f"No Experiment with id={experiment_id} exists")
+    return experiments
 
 
 def by_name(caller: Caller, name: str) -> Experiment:

@@ -8,6 +8,7 @@ import math
 
 from django.http import JsonResponse
 
+from webapp.plain_text import control_character, named, storable, unpaired_surrogate
 from webapp.runs.models import Run
 
 # MLflow's error codes and the HTTP statuses its server answers them with (mlflow/protos/databricks.proto)
@@ -75,7 +76,10 @@ def request_fields(request) -> dict:
     return body
 
 
-def text(fields: dict, name: str, required: bool = True, max_length: int | None = None) -> str | None:
+def text(fields: dict, name: str, required: bool = True, max_length: int | None = None,
+         free_text: bool = False) -> str | None:
+    """A string field. A NUL is refused (PostgreSQL's text refuses it), and so is an unpaired surrogate (UTF-8 cannot
+    hold it) in a name or an id; in `free_text` (a user id, like the tags' values) it becomes U+FFFD."""
     value = fields.get(name)
     if value in (None, ""):
         if required:
@@ -85,6 +89,11 @@ def text(fields: dict, name: str, required: bool = True, max_length: int | None 
         raise invalid(f"Invalid value {value!r} for parameter '{name}': it must be a string.")
     if "\x00" in value:
         raise invalid(f"Invalid value for parameter '{name}': it holds a NUL character.")
+    surrogate = unpaired_surrogate(value)
+    if surrogate is not None:
+        if free_text:
+            return storable(value)
+        raise invalid(f"Invalid value for parameter '{name}': it holds {named(surrogate)}.")
     if max_length is not None and len(value) > max_length:
         raise invalid(f"Invalid value for parameter '{name}': {len(value)} characters, at most {max_length}.")
     return value
@@ -118,8 +127,14 @@ def number(value, what: str) -> float:
     """A metric value: a JSON number, or NaN/Infinity as protobuf's JSON writes them (kept as missing)."""
     if isinstance(value, bool) or value is None:
         raise invalid(f"{what} is {json.dumps(value)}: a metric value must be a number")
-    if isinstance(value, (int, float)):
-        return float(value)
+    if isinstance(value, float):
+        return value
+    if isinstance(value, int):
+        try:
+            return float(value)
+        except OverflowError:  # JSON reads an integer of any length whole
+            raise invalid(f"{what} is an integer of {len(str(abs(value)))} digits, past the range of a 64-bit float "
+                          f"(MLflow's metric values)") from None
     if isinstance(value, str):
         if value in NAN_WORDS:
             return NAN_WORDS[value]
@@ -151,7 +166,9 @@ def key_value_list(fields: dict, name: str, limit: int, max_value: int) -> list[
             raise invalid(f"{name}[{i}] '{key}' has a value of {len(value)} characters; at most {max_value}.")
         if "\x00" in value:
             raise invalid(f"{name}[{i}] '{key}' has a NUL character in its value.")
-        pairs.append((key, value))
+        # a value is any text (a path the trainer decoded with surrogateescape): kept, each unpaired surrogate as
+        # U+FFFD, so the same value logged again reads the same
+        pairs.append((key, storable(value)))
     return pairs
 
 
@@ -160,8 +177,9 @@ def entity_key(key, what: str) -> str:
         raise invalid(f"{what} must be a non-empty name, not {json.dumps(key) if not isinstance(key, str) else repr(key)}.")
     if len(key) > MAX_ENTITY_KEY_LENGTH:
         raise invalid(f"{what} '{key[:40]}...' is {len(key)} characters long; at most {MAX_ENTITY_KEY_LENGTH}.")
-    if "\x00" in key or any(ord(c) < 32 for c in key):
-        raise invalid(f"{what} {key!r} holds a control character.")
+    bad = control_character(key)
+    if bad is not None:
+        raise invalid(f"{what} {key!a} holds {named(bad)}.")
     return key
 
 

@@ -10,14 +10,13 @@ its place among the lines of its prompt and step in the request: send a prompt's
 request, or give `index`."""
 import hashlib
 import json
-import math
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from rl.params import FieldError
+from rl.params import FieldError, finite
 from webapp.plain_text import storable
 from webapp import bulk
 from webapp.runs.models import Group, Rollout, Run
@@ -78,23 +77,18 @@ def parse_lines(body: bytes, allow_none: bool = False) -> list[ReportedRollout]:
     return rollouts
 
 
-class _NotJsonNumber(ValueError):
-    pass
+class _NotFinite(ValueError):
+    """A number of the extras no float holds (1e400, NaN, an integer of 400 digits), and where it is."""
 
-
-def _refuse_constant(name: str):
-    raise _NotJsonNumber(name)
-
-
-# one decoder for every line: NaN and Infinity, which Python's json would take, are refused
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant)
+    def __init__(self, where: str, value):
+        super().__init__(where)
+        self.where, self.value = where, value
 
 
 def _rollout(number: int, line: str) -> ReportedRollout:
     try:
-        data = _DECODER.decode(line)
-    except _NotJsonNumber as exc:
-        raise RolloutLineError(number, None, f"{exc} is not a JSON number; send null for a missing value") from None
+        # NaN, Infinity and 1e400 (infinity) are read as floats and refused by the field they are in, naming it
+        data = json.loads(line)
     except RecursionError:
         raise RolloutLineError(number, None, "the line nests too deeply") from None
     except ValueError as exc:
@@ -115,15 +109,15 @@ def _rollout(number: int, line: str) -> ReportedRollout:
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise RolloutLineError(number, field, f"'{field}' must be a whole number from {low} to {high:,}, not "
-                                                  f"{json.dumps(value)[:50]}")
+                                                  f"{_shown(value)}")
         return value
 
     def real(field, value=None, where=None):
         value = data.get(field) if where is None else value
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise RolloutLineError(number, field, f"'{where or field}' must be a number, not {json.dumps(value)[:50]}")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or finite(value) is None:
+            raise RolloutLineError(number, field, f"'{where or field}' must be a number, not {_shown(value)}")
         return float(value)
 
     def words(field, required=False, limit=MAX_TEXT_CHARS):
@@ -133,9 +127,11 @@ def _rollout(number: int, line: str) -> ReportedRollout:
                 raise RolloutLineError(number, field, f"'{field}' is required")
             return None
         if isinstance(value, (int, float)) and not isinstance(value, bool) and field == "label":
+            if finite(value) is None:
+                raise RolloutLineError(number, field, f"'label' must be text or a number, not {_shown(value)}")
             value = str(value)
         if not isinstance(value, str):
-            raise RolloutLineError(number, field, f"'{field}' must be text, not {json.dumps(value)[:50]}")
+            raise RolloutLineError(number, field, f"'{field}' must be text, not {_shown(value)}")
         if len(value) > limit:
             raise RolloutLineError(number, field, f"'{field}' is {len(value):,} characters long; at most {limit:,}")
         return storable(value)
@@ -157,7 +153,11 @@ def _rollout(number: int, line: str) -> ReportedRollout:
     extras = data.get("extras") or {}
     if not isinstance(extras, dict):
         raise RolloutLineError(number, "extras", "'extras' must be an object")
-    extras_json = bulk.json_text(_clean_json(extras)) if extras else "{}"
+    try:
+        extras_json = bulk.json_text(_clean_json(extras, "extras")) if extras else "{}"
+    except _NotFinite as exc:
+        raise RolloutLineError(number, "extras", f"'{exc.where}' is not a finite number ({_shown(exc.value)}): "
+                                                 f"send null for a missing value") from None
     if len(extras_json) > MAX_EXTRAS_BYTES:
         raise RolloutLineError(number, "extras", f"'extras' is over {MAX_EXTRAS_BYTES // 1024} KB of JSON")
     reward = real("reward")
@@ -178,14 +178,23 @@ def prompt_key(prompt: str) -> str:
     return "p-" + hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def _clean_json(value):
+def _clean_json(value, where: str):
+    """The extras as the database stores them: texts storable, every number one a float holds (else _NotFinite)."""
     if isinstance(value, str):
         return storable(value)
     if isinstance(value, dict):
-        return {storable(str(k)): _clean_json(v) for k, v in value.items()}
+        return {storable(str(k)): _clean_json(v, f"{where}.{k}") for k, v in value.items()}
     if isinstance(value, list):
-        return [_clean_json(v) for v in value]
+        return [_clean_json(v, f"{where}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and finite(value) is None:
+        raise _NotFinite(where, value)
     return value
+
+
+def _shown(value) -> str:
+    """A value as an error quotes it: JSON, at most 50 characters (an integer of 400 digits is cut)."""
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 50 else text[:47] + "..."
 
 
 def _number_unindexed(rollouts: list[ReportedRollout]) -> None:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from webapp.metrics import series
 
+from .like import MAX_PATTERN_LENGTH, like
 from .mlflow_protocol import STATUS_OF_STATE, invalid
 from .models import Experiment, ExternalRun
 
@@ -103,6 +104,9 @@ def _clause(group, text, allowed) -> Clause:
         raise invalid(f"Invalid filter {text!r}: a value is a quoted string, a number or, after IN, a list")
     if operator == "IN" and not isinstance(parsed, list):
         raise invalid(f"Invalid filter {text!r}: IN takes a list ('a', 'b')")
+    if "LIKE" in operator and isinstance(parsed, str) and len(parsed) > MAX_PATTERN_LENGTH:
+        raise invalid(f"Invalid filter: the {operator} pattern of {entity}.{key} is {len(parsed):,} characters long; a "
+                      f"pattern may have at most {MAX_PATTERN_LENGTH}")
     if kind == "metrics" and not isinstance(parsed, float):
         raise invalid(f"Invalid filter {text!r}: a metric is compared with a number")
     return Clause(kind, key, operator, parsed)
@@ -112,16 +116,11 @@ def _unquote(token: str) -> str:
     return re.sub(r"\\(.)", r"\1", token[1:-1])
 
 
-def _like(pattern: str, value: str, fold: bool) -> bool:
-    regex = "".join(".*" if c == "%" else "." if c == "_" else re.escape(c) for c in pattern)
-    return re.fullmatch(regex, value, re.IGNORECASE | re.DOTALL if fold else re.DOTALL) is not None
-
-
 def _compare(op: str, have, want) -> bool:
     if have is None:
         return op == "!="
     if op in ("LIKE", "ILIKE", "NOT LIKE", "NOT ILIKE"):
-        found = _like(str(want), str(have), "ILIKE" in op)
+        found = like(str(want), str(have), fold="ILIKE" in op)
         return not found if op.startswith("NOT") else found
     if op == "IN":
         return str(have) in want

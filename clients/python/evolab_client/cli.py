@@ -3,7 +3,8 @@
     evolab sync verl DIR --run RUN     follow verl's rollout dumps (trainer.rollout_data_dir=DIR) into a run
 
 RUN is Evolab's run id, MLflow's run id, or EXPERIMENT/RUN_NAME (verl's trainer.project_name /
-trainer.experiment_name when verl logs to Evolab through MLflow): the command waits for that run to appear.
+trainer.experiment_name when verl logs to Evolab through MLflow), TEAM/EXPERIMENT/RUN_NAME when another of your
+teams has a run of that name: the command waits for that run to appear.
 `--create NAME` makes a new run instead, for a trainer that reports no metrics. EVOLAB_URL and EVOLAB_TOKEN
 say where and as whom.
 """
@@ -26,7 +27,7 @@ def main(argv=None) -> int:
     verl = sources.add_parser("verl", help="verl's trainer.rollout_data_dir ({step}.jsonl files)")
     verl.add_argument("directory", help="the dump folder (trainer.rollout_data_dir)")
     which = verl.add_mutually_exclusive_group(required=True)
-    which.add_argument("--run", help="Evolab run id, MLflow run id, or EXPERIMENT/RUN_NAME")
+    which.add_argument("--run", help="Evolab run id, MLflow run id, or [TEAM/]EXPERIMENT/RUN_NAME")
     which.add_argument("--create", metavar="NAME", help="create a new run of this name and send to it")
     verl.add_argument("--experiment", help="with --create: the experiment (TEAM/NAME when you are in several teams)")
     verl.add_argument("--answer-rule", help="how answers are read: boxed (default), answer_tag, gsm8k or a method name")
@@ -42,7 +43,7 @@ def main(argv=None) -> int:
     try:
         client = Evolab(url=args.url, token=args.token, retry_for=None)
         return _sync_verl(client, args)
-    except ValueError as exc:  # a missing setting
+    except ValueError as exc:  # a missing setting, a run name in several teams (AmbiguousRun)
         print(f"evolab: {exc}", file=sys.stderr)
         return 2
     except EvolabError as exc:

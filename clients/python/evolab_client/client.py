@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 RETRY_STATUSES = (429, 502, 503, 504)
 MLFLOW = "/mlflow/api/2.0/mlflow/"
+MAX_EXPERIMENTS_PER_SEARCH = 100  # Evolab's runs/search takes at most 100 experiment_ids (MLflow's limit for id lists)
 
 
 class EvolabError(Exception):
@@ -34,6 +35,10 @@ class EvolabError(Exception):
 
     def __str__(self):
         return f"Evolab answered {self.status}: {self.message}"
+
+
+class AmbiguousRun(ValueError):
+    """A run named without its team (RUN or EXPERIMENT/RUN) that is in more than one of the user's teams."""
 
 
 @dataclass
@@ -132,8 +137,9 @@ class Evolab:
                                        "tags": [{"key": k, "value": str(v)} for k, v in tags.items()]})
 
     def find_run(self, ref: str) -> RunRef | None:
-        """A run named by Evolab's id ("17"), MLflow's run id (32 hex digits) or its name ("EXPERIMENT/RUN"
-        or "RUN": the latest run of that name); None when there is none (yet)."""
+        """A run named by Evolab's id ("17"), MLflow's run id (32 hex digits) or its name: "TEAM/EXPERIMENT/RUN",
+        "EXPERIMENT/RUN" or "RUN", the latest run of that name. None when there is none (yet); AmbiguousRun when a
+        name without its team matches runs of more than one of the user's teams."""
         ref = str(ref).strip()
         if ref.isdigit():
             try:
@@ -153,23 +159,51 @@ class Evolab:
                     return None
                 raise
         experiment, _, name = ref.rpartition("/")
-        if experiment:
-            try:
-                ids = [self.mlflow("experiments/get-by-name", {"experiment_name": experiment}, get=True)
-                       ["experiment"]["experiment_id"]]
-            except EvolabError as exc:
-                if exc.code == "RESOURCE_DOES_NOT_EXIST":
-                    return None
-                raise
-        else:
-            ids = [e["experiment_id"] for e in self.mlflow("experiments/search", {"max_results": 1000})
-                   .get("experiments", [])]
-        if not ids:
-            return None
-        found = self.mlflow("runs/search", {"experiment_ids": ids, "max_results": 1,
-                                            "filter": f"attributes.run_name = '{_quoted(name)}'",
-                                            "order_by": ["attributes.start_time DESC"]}).get("runs", [])
-        return _run_ref(found[0]) if found else None
+        experiments = self._experiments()
+        # the experiments the experiment part names (EXPERIMENT in any of the user's teams, or TEAM/EXPERIMENT); all
+        # of them for a bare RUN
+        named = [i for i, (team, bare) in experiments.items() if not experiment or experiment in (bare, f"{team}/{bare}")]
+        found = self._runs_named(name, named)
+        full_names = {}  # team -> TEAM/EXPERIMENT/RUN of a run found there
+        for run in found:
+            team, bare = experiments[run["info"]["experiment_id"]]
+            full_names.setdefault(team, f"{team}/{bare}/{name}")
+        if len(full_names) > 1:
+            teams = sorted(full_names)
+            raise AmbiguousRun(f"a run named {name!r} is in several of your teams ({', '.join(map(repr, teams))}): say "
+                               f"which with TEAM/EXPERIMENT/RUN, e.g. {' or '.join(full_names[t] for t in teams)}")
+        return _run_ref(max(found, key=lambda r: int(r["info"].get("start_time") or 0))) if found else None
+
+    def _experiments(self) -> dict[str, tuple[str, str]]:
+        """{experiment id: (its team, its name in the team)} of every experiment of the user's teams. MLflow's
+        protocol names an experiment TEAM/NAME to a user of several teams, NAME to a user of one."""
+        teams = sorted((t["name"] for t in self.get("/api/teams").get("teams", [])), key=len, reverse=True)
+        found, body = {}, {"max_results": 1000}
+        while True:
+            page = self.mlflow("experiments/search", body)
+            for e in page.get("experiments", []):
+                if len(teams) == 1:
+                    found[e["experiment_id"]] = (teams[0], e["name"])
+                else:  # the longest team name it starts with (a team's name may hold a "/")
+                    team = next((t for t in teams if e["name"].startswith(t + "/")), "")
+                    found[e["experiment_id"]] = (team, e["name"][len(team) + 1:] if team else e["name"])
+            if not page.get("next_page_token"):
+                return found
+            body = {**body, "page_token": page["next_page_token"]}
+
+    def _runs_named(self, name: str, experiment_ids: list[str]) -> list[dict]:
+        """Every active run of that name in those experiments, MAX_EXPERIMENTS_PER_SEARCH experiments a request."""
+        runs = []
+        for i in range(0, len(experiment_ids), MAX_EXPERIMENTS_PER_SEARCH):
+            body = {"experiment_ids": experiment_ids[i:i + MAX_EXPERIMENTS_PER_SEARCH], "max_results": 1000,
+                    "filter": f"attributes.run_name = '{_quoted(name)}'"}
+            while True:
+                page = self.mlflow("runs/search", body)
+                runs.extend(page.get("runs", []))
+                if not page.get("next_page_token"):
+                    break
+                body = {**body, "page_token": page["next_page_token"]}
+        return runs
 
     def log_metrics(self, mlflow_run_id: str, step: int, values: dict, timestamp_ms: int | None = None) -> None:
         """One step's numbers (anything else is left out), as MLflow's log-batch."""
