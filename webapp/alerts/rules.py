@@ -307,6 +307,8 @@ def _degeneration(history: History, rule: dict):
     if len(invalid_logged) < window + 1 or (entropy is None and pinned is None):
         return _ABSENT
     invalid, invalid_start = _recent(invalid_series, window), median(invalid_logged[:window])
+    if invalid is None:  # logged before, not over the latest steps (a run's rollouts grouped behind its metrics)
+        return _ABSENT
     rose = entropy is not None and entropy[0] >= rule["entropy_rise"] * entropy[1]
     # invalid from the start is a prompt format or a limit too short for the policy (invalid_answers says so)
     if invalid < rule["min_invalid"] or invalid_start >= rule["min_invalid"] or not (rose or (pinned and pinned.fires)):
