@@ -34,6 +34,8 @@ HEAD_STEPS, TAIL_STEPS = 20, 200
 # entropy_collapse opened, resolved and reopened three times in ten steps, and each opening sent its webhooks
 # and emails again.
 QUIET_STEPS_TO_RESOLVE = 5
+# Alerts a run's end leaves as they are (end_of_run): news of the end itself, and of work that outlives the run.
+OUTLIVE_THEIR_RUN = ("run_failed", "processing_failed")
 RULE_METRICS = sorted({name for spec in RULES.values() for name in spec.metrics})
 
 
@@ -233,13 +235,15 @@ def judge_silence(run, silent_seconds: float) -> bool:
 
 
 def end_of_run(run) -> None:
-    """A run that ended closes its active alerts with it: they stay in its history, leave the team's active list,
-    and tell nobody (the condition did not clear; the run stopped). Its `run_failed` alert is the news of how it
-    ended, and stays open."""
+    """A run that ended takes its active alerts out of the rules' hands, telling nobody (the condition did not
+    clear; the run stopped): one nobody acknowledged is `ended` and stays in the default views until a member
+    acknowledges it; an acknowledged one was seen, and is `closed`. Its `run_failed` alert is the news of how it
+    ended, and a `processing_failed` one is about work that goes on after the run (its last steps' grouping): both
+    stay as they are."""
     with transaction.atomic():
         for alert in Alert.objects.select_for_update().filter(run=run, state__in=Alert.ACTIVE).exclude(
-                rule="run_failed"):
-            _end(alert, run, Alert.CLOSED, None)
+                rule__in=OUTLIVE_THEIR_RUN):
+            _end(alert, run, Alert.ENDED if alert.state == Alert.OPEN else Alert.CLOSED, None)
 
 
 # --- persistence ---------------------------------------------------------------------------
@@ -297,35 +301,42 @@ def _end(alert: Alert, run, state: str, step: int | None) -> None:
 
 
 def acknowledge(alert: Alert, user) -> Alert:
-    """Someone is on it: the alert stays active (and keeps updating) but stops being `open`."""
+    """Someone is on it: an open alert stays active (and keeps updating) but stops being `open`; an alert whose run
+    ended before anyone saw it (`ended`) is closed. An acknowledged one keeps who acknowledged it."""
     with transaction.atomic():
-        updated = Alert.objects.filter(pk=alert.pk, state=Alert.OPEN).update(
-            state=Alert.ACKNOWLEDGED, acknowledged_by=user, acknowledged_at=timezone.now(), updated_at=timezone.now()
-        )
+        updated = _acknowledge_rows(Alert.objects.filter(pk=alert.pk), user)
         alert.refresh_from_db()
         if updated:
             _announce(alert)
     return alert
 
 
+def _acknowledge_rows(alerts, user) -> int:
+    """Acknowledge these alerts (open -> acknowledged, ended -> closed) by `user`; how many changed."""
+    now = timezone.now()
+    return sum(alerts.filter(state=before).update(state=after, acknowledged_by=user, acknowledged_at=now,
+                                                  updated_at=now)
+               for before, after in ((Alert.OPEN, Alert.ACKNOWLEDGED), (Alert.ENDED, Alert.CLOSED)))
+
+
 def acknowledge_several(team, ids: list[int], user) -> list[Alert]:
     """Acknowledge the team's alerts `ids` together, all or none: FieldError on `ids` (404) for an id that is not
     an alert of this team (another team's reads like a missing one), (409) for one already resolved or closed,
     so a page whose list went stale while the user ticked boxes learns which. An acknowledged one keeps who
-    acknowledged it. Returns the alerts in the order of `ids`."""
+    acknowledged it; an ended one (its run ended before anyone saw it) is closed. Returns the alerts in the order
+    of `ids`."""
     with transaction.atomic():
         found = {a.pk: a for a in Alert.objects.select_for_update().filter(team=team, pk__in=ids)}
         missing = next((pk for pk in ids if pk not in found), None)
         if missing is not None:
             raise FieldError("ids", f"no alert with id {missing} in team {team.name!r}", 404)
-        ended = [found[pk] for pk in ids if found[pk].state not in Alert.ACTIVE]
-        if ended:
-            listed = ", ".join(f"alert {a.pk} is already {a.state}" for a in ended)
-            raise FieldError("ids", f"{listed}: only active alerts can be acknowledged; none was", 409)
-        now = timezone.now()
-        Alert.objects.filter(pk__in=ids, state=Alert.OPEN).update(
-            state=Alert.ACKNOWLEDGED, acknowledged_by=user, acknowledged_at=now, updated_at=now)
-        changed = [pk for pk in ids if found[pk].state == Alert.OPEN]
+        done = [found[pk] for pk in ids if found[pk].state not in Alert.CURRENT]
+        if done:
+            listed = ", ".join(f"alert {a.pk} is already {a.state}" for a in done)
+            raise FieldError("ids", f"{listed}: only alerts not yet resolved or closed can be acknowledged; none was",
+                             409)
+        _acknowledge_rows(Alert.objects.filter(pk__in=ids), user)
+        changed = [pk for pk in ids if found[pk].state in Alert.UNACKNOWLEDGED]
         fresh = {a.pk: a for a in Alert.objects.filter(pk__in=ids).select_related("run", "acknowledged_by")}
         for pk in changed:
             _announce(fresh[pk])
