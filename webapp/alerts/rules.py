@@ -90,17 +90,19 @@ class Finding:
 _ABSENT = object()
 
 
-def evaluate_step_rules(history: History, thresholds: dict[str, dict]) -> dict[str, Finding | None]:
-    """The step-based rules (STEP_RULE_KINDS) judged at the latest step of ``history``.
+def evaluate_step_rules(history: History, thresholds: dict[str, dict],
+                        kinds: Sequence[str] = STEP_RULE_KINDS) -> dict[str, Finding | None]:
+    """The step-based rules (STEP_RULE_KINDS, or those of ``kinds``) judged at the latest step of ``history``.
 
     ``{kind: Finding}`` where the condition holds, ``{kind: None}`` where the rule could
     judge and the run looks healthy (an open alert then resolves); a kind is absent when
-    it is disabled or cannot be judged yet (metric never logged, too few steps).
+    it is disabled or cannot be judged yet (metric never logged, too few steps). The engine
+    asks for one kind at a time, so that a rule that raises stops no other.
     """
     results: dict[str, Finding | None] = {}
     if not history.steps:
         return results
-    for kind in STEP_RULE_KINDS:
+    for kind in kinds:
         rule = rule_thresholds(thresholds, kind)
         if not rule["enabled"]:
             continue
