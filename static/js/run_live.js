@@ -106,8 +106,20 @@
     return li;
   }
 
+  // The banner of Evolab's own work failing on the run: its processing_failed alert's message while it is current
+  // (at most one is: the rule has one active alert per run).
+  const failing = {};
+  function showFailure(a) {
+    if (a.rule !== initial.processing_failed_rule) return;
+    if (a.current) failing[a.id] = a.message || ""; else delete failing[a.id];
+    const ids = Object.keys(failing);
+    document.getElementById("processing-failed").hidden = ids.length === 0;
+    if (ids.length) document.getElementById("processing-failed-message").textContent = failing[ids[ids.length - 1]];
+  }
+
   function showAlert(a) {
     alerts[a.id] = a;
+    showFailure(a);
     renderAlert(a);
     const items = Object.keys(alerts).map(function (id) { return alerts[id]; });
     items.sort(function (x, y) {

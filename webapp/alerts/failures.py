@@ -1,6 +1,6 @@
 """Background work that failed on a run, as its `processing_failed` alert says it (DESIGN §4.5: "a background task
-that fails on a run shows on that run"). Pure bookkeeping, no database: the engine (engine.record_failure,
-clear_failure) keeps the alert, the workers (workers/watched.py) catch the failures and retry the work.
+that fails on a run shows on that run"). The alert's bookkeeping, which it never writes: the engine (engine.record_failure,
+clear_failure) writes the alert, the workers (workers/watched.py) catch the failures and retry the work.
 
 A run's work goes on beside its training: grouping a run trained elsewhere's reported rollouts, its similarity
 heatmaps, ingesting a trainer's log, indexing its rollouts' text, and each alert rule judging its steps. When one
@@ -14,9 +14,11 @@ log). The task is retried with backoff; an attempt that succeeds takes it off th
 is left failing. The run page shows the alert's message as a banner while it is open or acknowledged."""
 import contextvars
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.utils import timezone
 
+from .models import Alert
 from .rules import Finding
 
 KIND = "processing_failed"
@@ -66,6 +68,14 @@ def with_failure(failures: dict, task: str, step: int | None, error: BaseExcepti
     earlier = failures.get(task) or {}
     return {**failures, task: {"step": step, "error": describe(error), "attempts": earlier.get("attempts", 0) + 1,
                                "at": timezone.now().isoformat()}}
+
+
+def retried_since(run_ids: list[int], task: str, since: datetime) -> set[int]:
+    """The runs among `run_ids` on which `task` failed after `since`: their task's retries are under way (Celery's
+    backoff), so a periodic resend need not start more."""
+    found = Alert.objects.filter(run_id__in=run_ids, rule=KIND, state__in=Alert.ACTIVE).values_list("run_id", "values")
+    return {run_id for run_id, values in found
+            if (at := ((values or {}).get("failures") or {}).get(task, {}).get("at")) and datetime.fromisoformat(at) > since}
 
 
 def message(failures: dict) -> str:
