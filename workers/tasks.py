@@ -8,8 +8,8 @@ from webapp.prompts import uploads
 from webapp.runs import lifecycle
 from webapp.external import grouping, similarity
 from webapp.explorer import text_search
-from webapp.tasks import (CHECK_STALLED, DELETE_RUN_FILES, DELIVER_WEBHOOK, EMBED_EXTERNAL_GROUPS, GROUP_EXTERNAL_ROLLOUTS,
-                          INDEX_ROLLOUT_TEXT, JUDGE_FAILED_RULES, PARSE_PROMPT_UPLOAD, REAP_RUNS,
+from webapp.tasks import (CHECK_STALLED, DELETE_RUN_FILES, DELIVER_WEBHOOK, EMBED_EXTERNAL_GROUPS,
+                          GROUP_EXTERNAL_ROLLOUTS, INDEX_ROLLOUT_TEXT, JUDGE_FAILED_RULES, PARSE_PROMPT_UPLOAD, REAP_RUNS,
                           RESEND_EXTERNAL_ROLLOUTS, RESEND_PROMPT_UPLOADS, SEND_ALERT_EMAIL, TRAIN_RUN)
 
 from .run_io import delete_run_dir

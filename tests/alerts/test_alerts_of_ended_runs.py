@@ -27,7 +27,7 @@ ENDED_LABEL = "run ended, not acknowledged"
 @pytest.fixture(autouse=True)
 def no_queue(monkeypatch):
     sent = []
-    monkeypatch.setattr("webapp.tasks.app.send_task", lambda name, args, queue, countdown=None, **retry: sent.append(name))
+    monkeypatch.setattr("webapp.tasks.app.send_task", lambda name, args, queue, countdown=None, **kw: sent.append(name))
     return sent
 
 
@@ -146,13 +146,15 @@ def test_a_member_acknowledges_an_ended_alert_which_then_closes_and_leaves_the_d
     body = response.json()
     assert body["state"] == "closed" and body["acknowledged_by"] == "max" and not body["needs_acknowledgement"]
     assert [m["state"] for group, m in live if group == f"team-{run.team_id}"] == ["closed"]
-    assert "Alerts (0 not acknowledged)" in signed_in(django_user_model, "vic").get(f"/teams/{team.pk}/").content.decode()
+    team_page = signed_in(django_user_model, "vic").get(f"/teams/{team.pk}/").content.decode()
+    assert "Alerts (0 not acknowledged)" in team_page
     assert api(django_user_model, "vic").get("/api/alerts?state=current").json()["alerts"] == []
     # acknowledged once: again is a 409, as for any closed alert
     assert api(django_user_model, "max").post(f"/api/alerts/{entropy.pk}/acknowledge").status_code == 409
 
 
-def test_ended_and_open_alerts_are_acknowledged_together(run, team, django_user_model, django_capture_on_commit_callbacks):
+def test_ended_and_open_alerts_are_acknowledged_together(run, team, django_user_model,
+                                                         django_capture_on_commit_callbacks):
     alerts = collapse(run, django_capture_on_commit_callbacks)
     end(run, Run.SUCCEEDED, django_capture_on_commit_callbacks)
     other = Run.objects.create(name="still going", method="ttrl", prompt_set=run.prompt_set, max_steps=9,

@@ -235,7 +235,8 @@ def _note_rule_failures(run, failed_before: list[str], kinds, failing: dict, ret
     for kind, (step, error) in sorted(failing.items()):
         record_failure(run, failures.rule_task(kind), step, error)
         if retry and kind not in failed_before:
-            send_on_commit(JUDGE_FAILED_RULES, [run.pk], queue=alerts_queue(), countdown=settings.TASK_RETRY_BASE_SECONDS)
+            send_on_commit(JUDGE_FAILED_RULES, [run.pk], queue=alerts_queue(),
+                           countdown=settings.TASK_RETRY_BASE_SECONDS)
     for kind in failed_before:
         if kind in kinds and kind not in failing:
             clear_failure(run.pk, failures.rule_task(kind))
@@ -272,7 +273,8 @@ def record_failure(run, task: str, step: int | None, error) -> Alert | None:
 def clear_failure(run_id: int, task: str) -> Alert | None:
     """`task` succeeded on the run: off the run's processing_failed alert, which resolves once no task is left
     failing. One indexed read when nothing failed (every task's success asks)."""
-    alert = Alert.objects.filter(run_id=run_id, rule=failures.KIND, state__in=Alert.ACTIVE).select_related("run").first()
+    alert = (Alert.objects.filter(run_id=run_id, rule=failures.KIND, state__in=Alert.ACTIVE)
+             .select_related("run").first())
     if alert is None or task not in failures.failures_of(alert):
         return None
 

@@ -1,6 +1,7 @@
 """Background work that failed on a run, as its `processing_failed` alert says it (DESIGN §4.5: "a background task
-that fails on a run shows on that run"). The alert's bookkeeping, which it never writes: the engine (engine.record_failure,
-clear_failure) writes the alert, the workers (workers/watched.py) catch the failures and retry the work.
+that fails on a run shows on that run"). The alert's bookkeeping, which it never writes: the engine
+(engine.record_failure, clear_failure) writes the alert, the workers (workers/watched.py) catch the failures and retry
+the work.
 
 A run's work goes on beside its training: grouping a run trained elsewhere's reported rollouts, its similarity
 heatmaps, ingesting a trainer's log, indexing its rollouts' text, and each alert rule judging its steps. When one
@@ -74,8 +75,8 @@ def retried_since(run_ids: list[int], task: str, since: datetime) -> set[int]:
     """The runs among `run_ids` on which `task` failed after `since`: their task's retries are under way (Celery's
     backoff), so a periodic resend need not start more."""
     found = Alert.objects.filter(run_id__in=run_ids, rule=KIND, state__in=Alert.ACTIVE).values_list("run_id", "values")
-    return {run_id for run_id, values in found
-            if (at := ((values or {}).get("failures") or {}).get(task, {}).get("at")) and datetime.fromisoformat(at) > since}
+    failed_at = {run_id: (((values or {}).get("failures") or {}).get(task) or {}).get("at") for run_id, values in found}
+    return {run_id for run_id, at in failed_at.items() if at and datetime.fromisoformat(at) > since}
 
 
 def message(failures: dict) -> str:

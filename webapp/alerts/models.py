@@ -80,7 +80,8 @@ class Alert(models.Model):
     def state_label(self) -> str:
         label = self.STATE_LABELS.get(self.state, self.state)
         if self.acknowledged_by_id and self.state in (self.ACKNOWLEDGED, self.CLOSED):
-            label += (" by " if self.state == self.ACKNOWLEDGED else ", acknowledged by ") + self.acknowledged_by.username
+            by = self.acknowledged_by.username
+            label += f" by {by}" if self.state == self.ACKNOWLEDGED else f", acknowledged by {by}"
         return label
 
     def to_json(self):

@@ -202,7 +202,8 @@ def resend_stale(now=None) -> list[int]:
     stale = sorted(set(PendingRollout.objects.filter(received_at__lt=cutoff).values_list("run_id", flat=True)))
     # a run whose grouping failed lately waits for its task's own retries (with backoff, workers/watched.py): one
     # more chain of retries a minute would multiply them; once they have given up, the resend starts again
-    retried = failures.retried_since(stale, failures.GROUPING, now - timedelta(seconds=settings.TASK_RETRY_MAX_SECONDS + 60))
+    lately = now - timedelta(seconds=settings.TASK_RETRY_MAX_SECONDS + 60)
+    retried = failures.retried_since(stale, failures.GROUPING, lately)
     stale = [run_id for run_id in stale if run_id not in retried]
     for run_id in stale:
         send(GROUP_EXTERNAL_ROLLOUTS, [run_id], queue=external_queue())
