@@ -21,8 +21,8 @@ from .engines import Engine, EngineError, JobSpec, JobState
 from .event_tail import LogIngestion
 from .shutdown import WORKER_SHUTTING_DOWN
 from .watched import Polled
-from .run_io import (CANCEL_GRACE_SECONDS, POLL_SECONDS, cancel_requested, index_texts, once, prepare_run_dir,
-                     set_aside_stale_run_dir, until_stored)
+from .run_io import (CANCEL_GRACE_SECONDS, POLL_SECONDS, cancel_requested, index_texts, index_the_rest, once,
+                     prepare_run_dir, set_aside_stale_run_dir, until_stored)
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def _watch(run: Run, owner: str, engine: Engine, job_id: str, spec: JobSpec) -> 
             stop_sent_at = float("inf")  # killed once
         time.sleep(POLL_SECONDS)
     events.drain(lambda: once(lifecycle.heartbeat, run.pk, owner))
-    index_texts(run, text_search.catch_up_fully, texts)
+    index_the_rest(run, text_search.catch_up_fully, texts)
     log_tail = _ask(engine.log_tail, job_id, spec.log_path) or ""
     cancelled = stop_sent_at is not None or until_stored(cancel_requested, run)
     final, message = until_stored(final_state, run, engine, job_id, state, cancelled)

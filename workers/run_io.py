@@ -11,8 +11,10 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
 
 from rl.methods import get_method
+from webapp.external.queues import external_queue
 from webapp.runs import model_names
 from webapp.runs.models import Run
+from webapp.tasks import INDEX_ROLLOUT_TEXT, send
 
 log = logging.getLogger(__name__)
 
@@ -129,3 +131,11 @@ def index_texts(run: Run, how, watch) -> None:
         watch.failed(exc)
     else:
         watch.succeeded()
+
+
+def index_the_rest(run: Run, how, watch) -> None:
+    """At the trainer's end: the rest of the text index, here; while it is failing, by the index task instead, which
+    Celery retries with backoff until it succeeds and takes the failure off the run (nothing here would again)."""
+    index_texts(run, how, watch)
+    if watch.attempts:
+        send(INDEX_ROLLOUT_TEXT, [run.pk], queue=external_queue())

@@ -35,8 +35,8 @@ from .event_tail import LogIngestion
 from . import engines
 from .engine_jobs import supervise_job
 from .engines.base import file_tail
-from .run_io import (CANCEL_GRACE_SECONDS, POLL_SECONDS, cancel_requested, index_texts, once, prepare_run_dir,
-                     set_aside_stale_run_dir, until_stored)
+from .run_io import (CANCEL_GRACE_SECONDS, POLL_SECONDS, cancel_requested, index_texts, index_the_rest, once,
+                     prepare_run_dir, set_aside_stale_run_dir, until_stored)
 from .shutdown import WORKER_SHUTTING_DOWN
 from .watched import Polled
 
@@ -180,7 +180,7 @@ def _watch(run: Run, child: subprocess.Popen, owner: str) -> tuple[int | None, b
             _kill_group(child.pid, signal.SIGKILL)
         time.sleep(POLL_SECONDS)
     events.drain(lambda: once(lifecycle.heartbeat, run.pk, owner))  # still failing: the run fails, saying why
-    index_texts(run, text_search.catch_up_fully, texts)
+    index_the_rest(run, text_search.catch_up_fully, texts)
     cancelled = until_stored(cancel_requested, run)
     return exit_code, stop_sent_at is not None, shutting_down and not cancelled
 

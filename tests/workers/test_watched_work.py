@@ -105,6 +105,22 @@ def test_a_supervisors_text_index_that_fails_waits_out_its_backoff_and_never_sto
     assert failure(run).state == "resolved"
 
 
+def test_at_the_trainers_end_a_failing_text_index_is_left_to_the_index_task_and_its_retries(run, monkeypatch):
+    from workers.run_io import index_the_rest
+
+    sent = []
+    monkeypatch.setattr("webapp.tasks.app.send_task", lambda name, args, queue, **kwargs: sent.append((name, args)))
+    clock = Clock()
+    watch = Polled(run.pk, "text index", clock=clock)
+    index_texts(run, lambda run_id: 1 / 0, watch)
+    index_the_rest(run, lambda run_id: 0, watch)  # still in its backoff: not tried here
+    assert sent == [("workers.tasks.index_rollout_text", [run.pk])]
+    clock.now += backoff(1)
+    sent.clear()
+    index_the_rest(run, lambda run_id: 0, watch)  # it works again: done here, nothing left to a task
+    assert sent == [] and failure(run).state == "resolved"
+
+
 def write_log(path, events):
     with open(path, "a") as f:
         for e in events:
