@@ -268,6 +268,12 @@ TEXT_SEARCH_UNINDEXED_MAX = int(os.environ.get("EVOLAB_TEXT_SEARCH_UNINDEXED_MAX
 SEARCH_UNINDEXED_SORT_MAX = int(os.environ.get("EVOLAB_SEARCH_UNINDEXED_SORT_MAX", 20_000))
 # /healthz answers from a check at most this old (webapp/runs/health.py)
 HEALTH_CHECK_SECONDS = float(os.environ.get("EVOLAB_HEALTH_CHECK_SECONDS", 5))
+# A worker's task on a run that fails (grouping, heatmaps, text indexing, a rule judged again) shows on the run and is
+# retried by Celery with exponential backoff: about this many seconds, doubling, at most TASK_RETRY_MAX_SECONDS apart,
+# TASK_MAX_RETRIES times (workers/watched.py; webapp/alerts/failures.py)
+TASK_RETRY_BASE_SECONDS = max(1, int(os.environ.get("EVOLAB_TASK_RETRY_BASE_SECONDS", 5)))
+TASK_RETRY_MAX_SECONDS = int(os.environ.get("EVOLAB_TASK_RETRY_MAX_SECONDS", 600))
+TASK_MAX_RETRIES = int(os.environ.get("EVOLAB_TASK_MAX_RETRIES", 12))
 WEBHOOK_RETRY_BASE_SECONDS = float(os.environ.get("EVOLAB_WEBHOOK_RETRY_BASE_SECONDS", 10))
 WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("EVOLAB_WEBHOOK_MAX_ATTEMPTS", 5))
 # One limit for a whole delivery (connect, send, answer), not per read (webapp/alerts/outbound.py)

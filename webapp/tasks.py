@@ -28,6 +28,7 @@ EMBED_EXTERNAL_GROUPS = "workers.tasks.embed_external_groups"
 RESEND_EXTERNAL_ROLLOUTS = "workers.tasks.resend_external_rollouts"
 INDEX_ROLLOUT_TEXT = "workers.tasks.index_rollout_text"
 DELETE_RUN_FILES = "workers.tasks.delete_run_files"
+JUDGE_FAILED_RULES = "workers.tasks.judge_failed_rules"
 
 log = logging.getLogger(__name__)
 

@@ -14,14 +14,15 @@ from django.conf import settings
 from webapp.explorer import text_search
 from webapp.runs import lifecycle
 from webapp.runs.model_names import ModelNameError
-from webapp.runs.ingestion import ingest_events
+from webapp.alerts import failures
 from webapp.runs.models import Run, RunEvent
 
 from .engines import Engine, EngineError, JobSpec, JobState
-from .event_tail import EventTail
+from .event_tail import LogIngestion
 from .shutdown import WORKER_SHUTTING_DOWN
-from .run_io import (CANCEL_GRACE_SECONDS, POLL_SECONDS, cancel_requested, index_texts, once, prepare_run_dir,
-                     set_aside_stale_run_dir, until_stored)
+from .watched import Polled
+from .run_io import (CANCEL_GRACE_SECONDS, POLL_SECONDS, cancel_requested, index_texts, index_the_rest, once,
+                     prepare_run_dir, set_aside_stale_run_dir, until_stored)
 
 log = logging.getLogger(__name__)
 
@@ -88,13 +89,12 @@ def _spec(run: Run, engine: Engine, attempt: int, resume: bool) -> JobSpec:
 
 
 def _watch(run: Run, owner: str, engine: Engine, job_id: str, spec: JobSpec) -> str | None:
-    tail = EventTail(run.run_dir / "events.jsonl")
+    events, texts = LogIngestion(run), Polled(run.pk, failures.TEXT_INDEX)
     state, stop_sent_at = JobState("pending"), None
     next_state = next_log = next_heartbeat = 0.0
     while True:
-        for batch in tail.batches():
-            until_stored(ingest_events, run, batch)
-        index_texts(run, text_search.catch_up)
+        events.poll()  # a batch that fails is on the run and tried again after a backoff: the job trains on
+        index_texts(run, text_search.catch_up, texts)
         now = time.monotonic()
         if now >= next_state:
             next_state = now + STATE_EVERY_S
@@ -133,9 +133,8 @@ def _watch(run: Run, owner: str, engine: Engine, job_id: str, spec: JobSpec) -> 
             _ask(engine.kill, job_id)
             stop_sent_at = float("inf")  # killed once
         time.sleep(POLL_SECONDS)
-    for batch in tail.batches():
-        until_stored(ingest_events, run, batch)
-    index_texts(run, text_search.catch_up_fully)
+    events.drain(lambda: once(lifecycle.heartbeat, run.pk, owner))
+    index_the_rest(run, text_search.catch_up_fully, texts)
     log_tail = _ask(engine.log_tail, job_id, spec.log_path) or ""
     cancelled = stop_sent_at is not None or until_stored(cancel_requested, run)
     final, message = until_stored(final_state, run, engine, job_id, state, cancelled)

@@ -8,11 +8,13 @@ import shutil
 import time
 
 from django.conf import settings
-from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db import InterfaceError, OperationalError, connection
 
 from rl.methods import get_method
+from webapp.external.queues import external_queue
 from webapp.runs import model_names
 from webapp.runs.models import Run
+from webapp.tasks import INDEX_ROLLOUT_TEXT, send
 
 log = logging.getLogger(__name__)
 
@@ -113,12 +115,27 @@ def once(read, *args):
         return None
 
 
-def index_texts(run: Run, how) -> None:
+def index_texts(run: Run, how, watch) -> None:
     """The search's text index, behind ingestion (webapp/explorer/text_search.py). A failure here costs
-    only search speed (unindexed rollouts are read from their text), so it never stops the run."""
+    only search speed (unindexed rollouts are read from their text), so it never stops the run: the database
+    away is tried at the next poll, any other failure is recorded on the run and tried after a backoff
+    (`watch`, a workers.watched.Polled)."""
+    if not watch.due():
+        return
     try:
         how(run.pk)
-    except DatabaseError as exc:
+    except DATABASE_AWAY as exc:
         log.warning("run %s: rollout texts left unindexed for now: %s", run.pk, exc)
-        if isinstance(exc, DATABASE_AWAY):
-            connection.close()
+        connection.close()
+    except Exception as exc:  # noqa: BLE001 - a bug or a refused statement: on the run, retried with backoff
+        watch.failed(exc)
+    else:
+        watch.succeeded()
+
+
+def index_the_rest(run: Run, how, watch) -> None:
+    """At the trainer's end: the rest of the text index, here; while it is failing, by the index task instead, which
+    Celery retries with backoff until it succeeds and takes the failure off the run (nothing here would again)."""
+    index_texts(run, how, watch)
+    if watch.attempts:
+        send(INDEX_ROLLOUT_TEXT, [run.pk], queue=external_queue())

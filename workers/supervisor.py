@@ -28,16 +28,17 @@ from rl import launch
 from webapp.explorer import text_search
 from webapp.runs import lifecycle
 from webapp.runs.model_names import ModelNameError
-from webapp.runs.ingestion import ingest_events
+from webapp.alerts import failures
 from webapp.runs.models import Run, RunEvent
 
-from .event_tail import EventTail
+from .event_tail import LogIngestion
 from . import engines
 from .engine_jobs import supervise_job
 from .engines.base import file_tail
-from .run_io import (CANCEL_GRACE_SECONDS, POLL_SECONDS, cancel_requested, index_texts, once, prepare_run_dir,
-                     set_aside_stale_run_dir, until_stored)
+from .run_io import (CANCEL_GRACE_SECONDS, POLL_SECONDS, cancel_requested, index_texts, index_the_rest, once,
+                     prepare_run_dir, set_aside_stale_run_dir, until_stored)
 from .shutdown import WORKER_SHUTTING_DOWN
+from .watched import Polled
 
 log = logging.getLogger(__name__)
 
@@ -157,13 +158,12 @@ def _watch(run: Run, child: subprocess.Popen, owner: str) -> tuple[int | None, b
     """Ingest the log until the child exits, heartbeating the run and relaying a cancel (or the
     worker's shutdown) as SIGTERM. Returns the exit code (None: the lease was lost and the trainer
     stopped), whether a cancel was sent, and whether the worker's shutdown was."""
-    tail = EventTail(run.run_dir / "events.jsonl")
+    events, texts = LogIngestion(run), Polled(run.pk, failures.TEXT_INDEX)
     stop_sent_at, shutting_down = None, False
     next_heartbeat = time.monotonic() + settings.RUN_HEARTBEAT_SECONDS
     while True:
-        for batch in tail.batches():
-            until_stored(ingest_events, run, batch)
-        index_texts(run, text_search.catch_up)  # a bounded batch per poll
+        events.poll()  # a batch that fails is on the run and tried again after a backoff: the trainer trains on
+        index_texts(run, text_search.catch_up, texts)  # a bounded batch per poll
         exit_code = child.poll()
         if exit_code is not None:
             break
@@ -179,9 +179,8 @@ def _watch(run: Run, child: subprocess.Popen, owner: str) -> tuple[int | None, b
         elif stop_sent_at is not None and time.monotonic() - stop_sent_at > CANCEL_GRACE_SECONDS:
             _kill_group(child.pid, signal.SIGKILL)
         time.sleep(POLL_SECONDS)
-    for batch in tail.batches():
-        until_stored(ingest_events, run, batch)
-    index_texts(run, text_search.catch_up_fully)
+    events.drain(lambda: once(lifecycle.heartbeat, run.pk, owner))  # still failing: the run fails, saying why
+    index_the_rest(run, text_search.catch_up_fully, texts)
     cancelled = until_stored(cancel_requested, run)
     return exit_code, stop_sent_at is not None, shutting_down and not cancelled
 

@@ -1,18 +1,20 @@
 """Celery tasks. Each takes IDs and is safe to deliver twice. Names are the contract with
-the web side, which sends them by name (webapp/tasks.py)."""
+the web side, which sends them by name (webapp/tasks.py). A task working on one run is watched: its failure shows on
+the run and it is retried with backoff (workers/watched.py)."""
 from celery import shared_task
 
-from webapp.alerts import delivery
+from webapp.alerts import delivery, engine, failures
 from webapp.prompts import uploads
 from webapp.runs import lifecycle
 from webapp.external import grouping, similarity
 from webapp.explorer import text_search
-from webapp.tasks import (CHECK_STALLED, DELETE_RUN_FILES, DELIVER_WEBHOOK, EMBED_EXTERNAL_GROUPS, GROUP_EXTERNAL_ROLLOUTS,
-                          INDEX_ROLLOUT_TEXT, PARSE_PROMPT_UPLOAD, REAP_RUNS, RESEND_EXTERNAL_ROLLOUTS,
-                          RESEND_PROMPT_UPLOADS, SEND_ALERT_EMAIL, TRAIN_RUN)
+from webapp.tasks import (CHECK_STALLED, DELETE_RUN_FILES, DELIVER_WEBHOOK, EMBED_EXTERNAL_GROUPS,
+                          GROUP_EXTERNAL_ROLLOUTS, INDEX_ROLLOUT_TEXT, JUDGE_FAILED_RULES, PARSE_PROMPT_UPLOAD, REAP_RUNS,
+                          RESEND_EXTERNAL_ROLLOUTS, RESEND_PROMPT_UPLOADS, SEND_ALERT_EMAIL, TRAIN_RUN)
 
 from .run_io import delete_run_dir
 from .supervisor import supervise
+from .watched import RETRIED, watched
 
 
 @shared_task(name=TRAIN_RUN)
@@ -67,17 +69,19 @@ def resend_prompt_uploads():
     return uploads.resend_stale()
 
 
-@shared_task(name=GROUP_EXTERNAL_ROLLOUTS)
+@shared_task(name=GROUP_EXTERNAL_ROLLOUTS, **RETRIED)
 def group_external_rollouts(run_id: int):
     """Group the complete steps of a run trained elsewhere (webapp/external/grouping.py); a step is grouped in
     the transaction that deletes its waiting rollouts, so a second delivery finds nothing to do."""
-    return grouping.group_ready_steps(run_id)
+    with watched(run_id, failures.GROUPING):
+        return grouping.group_ready_steps(run_id)
 
 
-@shared_task(name=EMBED_EXTERNAL_GROUPS)
+@shared_task(name=EMBED_EXTERNAL_GROUPS, **RETRIED)
 def embed_external_groups(run_id: int):
     """Similarity heatmaps of a run trained elsewhere's groups (webapp/external/similarity.py), under a lease."""
-    return similarity.embed_groups(run_id)
+    with watched(run_id, failures.HEATMAPS):
+        return similarity.embed_groups(run_id)
 
 
 @shared_task(name=RESEND_EXTERNAL_ROLLOUTS)
@@ -86,8 +90,24 @@ def resend_external_rollouts():
     return grouping.resend_stale()
 
 
-@shared_task(name=INDEX_ROLLOUT_TEXT)
+@shared_task(name=INDEX_ROLLOUT_TEXT, **RETRIED)
 def index_rollout_text(run_id: int):
     """The search's word index of a run's rollouts stored since it last ran (webapp/explorer/text_search.py); two at
     once are ordered by the run's index mark, the second finds nothing new."""
-    return text_search.catch_up_fully(run_id)
+    with watched(run_id, failures.TEXT_INDEX):
+        return text_search.catch_up_fully(run_id)
+
+
+class RulesStillFail(Exception):
+    pass
+
+
+@shared_task(name=JUDGE_FAILED_RULES, **RETRIED)
+def judge_failed_rules(run_id: int):
+    """The alert rules that raised on a run, judged again at its last step (webapp/alerts/engine.py); while one still
+    raises the task fails, and is retried with backoff. Once none is failing (judged here, or by the run's next
+    step), a delivery does nothing."""
+    still = engine.judge_failed_rules(run_id)
+    if still:
+        raise RulesStillFail(f"run {run_id}: {', '.join(failures.rule_task(k) for k in still)} still failing")
+    return []

@@ -1,6 +1,6 @@
 // The run list, live: one socket per team shown (ws/teams/{id}/). A `run` message updates
 // its row (state, step, health figures); an `alert` message updates the row's count of
-// active alerts; a `deleted` run's row goes. A run without a row (just launched) or one that leaves the state filter
+// current alerts (the message says whether it is one); a `deleted` run's row goes. A run without a row (just launched) or one that leaves the state filter
 // makes the table body reload from the server, which applies the filters.
 // Everything from the server is set with textContent: run names and messages are user text.
 (function () {
@@ -10,7 +10,6 @@
   if (!configElement || !table) return;
   const config = JSON.parse(configElement.textContent);
   const SEVERITY_RANK = { info: 0, warning: 1, critical: 2 };
-  const ACTIVE = { open: true, acknowledged: true };
   const indicator = document.getElementById("live-indicator");
   const compareForm = document.getElementById("compare-form");
   const compareButton = document.getElementById("compare-button");
@@ -105,7 +104,7 @@
     if (!row) return;
     let alerts = {};
     try { alerts = JSON.parse(row.dataset.alerts || "{}"); } catch (e) { alerts = {}; }
-    if (ACTIVE[message.state]) alerts[String(message.id)] = message.severity;
+    if (message.current) alerts[String(message.id)] = message.severity;
     else delete alerts[String(message.id)];
     row.dataset.alerts = JSON.stringify(alerts);
     renderAlerts(row, alerts);
@@ -128,7 +127,7 @@
     const runLink = row.querySelector(".run-name");
     link.href = (runLink ? runLink.getAttribute("href") : "#") + "#alerts";
     link.className = "alert-count severity-" + worst;
-    link.title = severities.length + " active alert" + (severities.length === 1 ? "" : "s") + ", worst " + worst;
+    link.title = severities.length + " current alert" + (severities.length === 1 ? "" : "s") + ", worst " + worst;
     const badge = document.createElement("span");
     badge.className = "badge severity-" + worst;
     badge.textContent = String(severities.length);

@@ -70,7 +70,8 @@
 
   const alertList = document.getElementById("alerts");
   const canAct = !!initial.can_act;
-  const STATE_ORDER = { open: 0, acknowledged: 1, resolved: 2 };
+  // unacknowledged first, then the rest of the current ones (acknowledged), then the past (resolved, closed)
+  function rank(a) { return a.needs_acknowledgement ? 0 : a.current ? 1 : 2; }
 
   function renderAlert(a) {
     let li = alertList.querySelector('li[data-alert-id="' + CSS.escape(String(a.id)) + '"]');
@@ -90,11 +91,10 @@
     where.textContent = a.step === null || a.step === undefined ? "" :
       " at step " + a.step + (a.last_step !== null && a.last_step !== undefined && a.last_step !== a.step ? " (last seen at step " + a.last_step + ")" : "");
     const msg = document.createElement("span"); msg.className = "message"; msg.textContent = a.message || "";
-    const state = document.createElement("span"); state.className = "alert-state"; state.textContent = a.state;
-    if (a.state === "acknowledged" && a.acknowledged_by) state.textContent = "acknowledged by " + a.acknowledged_by;
+    const state = document.createElement("span"); state.className = "alert-state"; state.textContent = a.state_label || a.state;
     [sev, document.createTextNode(" "), rule, where, document.createTextNode(" — "), msg, document.createTextNode(" "), state]
       .forEach(function (n) { li.appendChild(n); });
-    if (a.state === "open" && canAct) {
+    if (a.needs_acknowledgement && canAct) {
       const button = document.createElement("button");
       button.type = "button";
       button.className = "secondary acknowledge";
@@ -106,19 +106,31 @@
     return li;
   }
 
+  // The banner of Evolab's own work failing on the run: its processing_failed alert's message while it is current
+  // (at most one is: the rule has one active alert per run).
+  const failing = {};
+  function showFailure(a) {
+    if (a.rule !== initial.processing_failed_rule) return;
+    if (a.current) failing[a.id] = a.message || ""; else delete failing[a.id];
+    const ids = Object.keys(failing);
+    document.getElementById("processing-failed").hidden = ids.length === 0;
+    if (ids.length) document.getElementById("processing-failed-message").textContent = failing[ids[ids.length - 1]];
+  }
+
   function showAlert(a) {
     alerts[a.id] = a;
+    showFailure(a);
     renderAlert(a);
     const items = Object.keys(alerts).map(function (id) { return alerts[id]; });
     items.sort(function (x, y) {
-      return (STATE_ORDER[x.state] - STATE_ORDER[y.state]) || ((y.step || 0) - (x.step || 0)) || (y.id - x.id);
+      return (rank(x) - rank(y)) || ((y.step || 0) - (x.step || 0)) || (y.id - x.id);
     });
     items.forEach(function (item) {
       alertList.appendChild(alertList.querySelector('li[data-alert-id="' + CSS.escape(String(item.id)) + '"]') || renderAlert(item));
     });
-    const open = items.filter(function (i) { return i.state === "open"; }).length;
+    const unacknowledged = items.filter(function (i) { return i.needs_acknowledgement; }).length;
     document.getElementById("alerts-empty").hidden = items.length > 0;
-    document.getElementById("alerts-count").textContent = open ? "(" + open + " open)" : "";
+    document.getElementById("alerts-count").textContent = unacknowledged ? "(" + unacknowledged + " not acknowledged)" : "";
     redrawMarkers();
   }
 

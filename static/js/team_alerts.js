@@ -1,18 +1,17 @@
 // The team's alerts page: rows from the page's JSON, then live `alert` messages from
-// ws/teams/{id}/ (opened, updated, acknowledged, resolved); a `deleted` run's rows go. Alert text is model- and
-// user-derived: it is only ever set with textContent. Members tick open alerts and acknowledge
-// them together (POST /api/teams/{id}/alerts/acknowledge, all or none).
+// ws/teams/{id}/ (opened, updated, acknowledged, resolved, ended with their run); a `deleted` run's rows go. Alert
+// text is model- and user-derived: it is only ever set with textContent. Members tick the alerts nobody acknowledged
+// (open, or ended with their run) and acknowledge them together (POST /api/teams/{id}/alerts/acknowledge, all or
+// none). Which states the filter shows, and which an alert's are, the server says.
 (function () {
   const table = document.getElementById("alerts-table");
   const body = table.querySelector("tbody");
   const teamId = table.dataset.team;
-  const filter = table.dataset.state;
   const canAct = table.dataset.canAct === "1";
+  const shownStates = JSON.parse(document.getElementById("alerts-shown-states").textContent);  // null: every state
 
   function shown(alert) {
-    if (filter === "all") return true;
-    if (filter === "active") return alert.state === "open" || alert.state === "acknowledged";
-    return alert.state === filter;
+    return shownStates === null || shownStates.indexOf(alert.state) >= 0;
   }
 
   function csrf() {
@@ -39,7 +38,7 @@
     fresh.className = "alert-row severity-" + alert.severity + " state-" + alert.state;
     if (canAct) {
       const pick = cell(fresh, "");
-      if (alert.state === "open") {
+      if (alert.needs_acknowledgement) {
         const box = document.createElement("input");
         box.type = "checkbox";
         box.className = "pick";
@@ -61,10 +60,10 @@
     cell(fresh, link);
     cell(fresh, alert.step === null ? "—" : alert.step + (alert.last_step !== alert.step && alert.last_step !== null ? " → " + alert.last_step : ""));
     cell(fresh, alert.message);
-    cell(fresh, alert.state + (alert.acknowledged_by ? " by " + alert.acknowledged_by : ""));
+    cell(fresh, alert.state_label);
     cell(fresh, new Date(alert.updated_at).toLocaleString());
     const actions = cell(fresh, "");
-    if (canAct && alert.state === "open") {
+    if (canAct && alert.needs_acknowledgement) {
       const button = document.createElement("button");
       button.type = "button";
       button.className = "secondary acknowledge";

@@ -161,32 +161,10 @@ def test_live_messages_reach_the_run_and_team_groups(run, monkeypatch, django_ca
     assert alert_groups == {f"run-{run.pk}", f"team-{run.team_id}"}
 
 
-@pytest.mark.parametrize("state", [Run.SUCCEEDED, Run.CANCELLED])
-def test_a_run_that_ends_closes_its_open_alerts_which_stay_in_its_history(run, state, no_queue,
-                                                                           django_capture_on_commit_callbacks):
-    ingest_each(run, metric_events(collapsing()), django_capture_on_commit_callbacks)
-    before = set(Alert.objects.filter(run=run, state__in=Alert.ACTIVE).values_list("rule", flat=True))
-    assert "entropy_collapse" in before
-    sent = len(no_queue)
-    lifecycle.finish(Run.objects.get(pk=run.pk), state, "", 0, "")
-    assert not Alert.objects.filter(team=run.team, state__in=Alert.ACTIVE).exists()  # not in the team's active list
-    closed = Alert.objects.filter(run=run, state=Alert.CLOSED)
-    assert set(closed.values_list("rule", flat=True)) == before and all(a.resolved_at for a in closed)
-    assert len(no_queue) == sent  # closing is not news: no webhook or email says the condition cleared
-
-
-def test_a_failed_run_closes_its_other_alerts_and_keeps_run_failed_open(run, django_capture_on_commit_callbacks):
+def test_a_failed_run_ends_its_other_alerts_and_keeps_run_failed_open(run, django_capture_on_commit_callbacks):
+    # what else a run's end does to its alerts: tests/alerts/test_alerts_of_ended_runs.py
     ingest_each(run, metric_events(collapsing()), django_capture_on_commit_callbacks)
     lifecycle.finish(Run.objects.get(pk=run.pk), Run.FAILED, "the trainer exited with code 1", 1, "")
     active = Alert.objects.filter(run=run, state__in=Alert.ACTIVE)
     assert list(active.values_list("rule", flat=True)) == ["run_failed"]
-    assert Alert.objects.filter(run=run, rule="entropy_collapse", state=Alert.CLOSED).exists()
-
-
-def test_a_closed_alert_cannot_be_acknowledged(run, django_capture_on_commit_callbacks, client):
-    ingest_each(run, metric_events(collapsing()), django_capture_on_commit_callbacks)
-    lifecycle.finish(Run.objects.get(pk=run.pk), Run.SUCCEEDED, "", 0, "")
-    alert = Alert.objects.filter(run=run, state=Alert.CLOSED).first()
-    client.force_login(run.created_by)
-    response = client.post(f"/api/alerts/{alert.pk}/acknowledge")
-    assert response.status_code == 409 and response.json()["field"] == "state"
+    assert Alert.objects.filter(run=run, rule="entropy_collapse", state=Alert.ENDED).exists()

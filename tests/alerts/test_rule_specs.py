@@ -68,6 +68,8 @@ def test_defaults_hold_every_param_of_every_rule_with_the_documented_values():
                                       "pinned_ratio": 0.5, "min_invalid": 0.9}
     assert values["stalled"]["minutes"] == 15.0
     assert values["run_failed"]["severity"] == "critical"
+    # the training goes on when Evolab's own work on it fails (issue 36, item 7)
+    assert values["processing_failed"] == {"enabled": True, "severity": "warning"}
 
 
 @pytest.mark.parametrize("module", ["webapp/alerts/rule_specs.py", "webapp/alerts/rules.py", "rl/params.py"])

@@ -41,12 +41,13 @@ def test_an_admin_removes_a_webhook(team, django_user_model):
     assert response.status_code == 302 and not Webhook.objects.exists()
 
 
-def test_the_team_page_counts_the_open_alerts(team, django_user_model):
+def test_the_team_page_counts_the_alerts_nobody_acknowledged(team, django_user_model):
     ada = django_user_model.objects.get(username="ada")
     run = Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(ada, team=team), max_steps=3,
                              created_by=ada, team=team)
     Alert.objects.create(team=team, run=run, rule="entropy_collapse", severity="warning", step=1, message="m", values={})
-    assert "Alerts (1 open)" in signed_in(django_user_model, "max").get(f"/teams/{team.pk}/").content.decode()
+    team_page = signed_in(django_user_model, "max").get(f"/teams/{team.pk}/").content.decode()
+    assert "Alerts (1 not acknowledged)" in team_page
 
 
 def test_an_admin_adds_a_webhook_and_a_bad_url_is_named(team, django_user_model):

@@ -72,6 +72,36 @@ def test_the_run_list_follows_runs_live_and_compares_two_ticked_runs(live_stack,
     assert sorted(ids) == sorted([str(first.pk), str(second.pk)])
 
 
+def test_a_runs_alert_count_stays_when_it_ends_until_its_alert_is_acknowledged(live_stack, live_user, session_key,
+                                                                                 browser_page):
+    # issue 36, item 6: after the Figure 1 run the list's alert column said "—" over six unseen alerts
+    from webapp.alerts import engine
+    from webapp.alerts.models import Alert
+
+    page = browser_page
+    run = waiting_run(live_user, make_prompt_set(live_user, name="arith-ends"), "collapses overnight")
+    Run.objects.filter(pk=run.pk).update(state=Run.RUNNING)
+    alert = Alert.objects.create(team=run.team, run=run, rule="entropy_collapse", severity="warning", step=13,
+                                 last_step=40, message="entropy fell to 0.0365")
+    sign_in(page, live_stack, session_key)
+    page.goto(live_stack.url + "/")
+    page.wait_for_function("() => document.getElementById('live-indicator').textContent === 'live'")
+    alerts = f'{row(run.pk)} [data-field="alerts"]'
+    assert page.inner_text(alerts) == "1"
+
+    off_loop(lifecycle.finish, Run.objects.get(pk=run.pk), Run.SUCCEEDED, "", 0, "")
+    page.wait_for_function(f"() => document.querySelector('{row(run.pk)} [data-field=\"state\"]').textContent "
+                           "=== 'succeeded'")
+    # the page has applied the alert's message once its row's alerts are JSON.stringify's (the server's have spaces)
+    page.wait_for_function(f"() => document.querySelector('{row(run.pk)}').dataset.alerts === "
+                           f"'{{\"{alert.pk}\":\"warning\"}}'")
+    assert page.inner_text(alerts) == "1"  # its ended alert still counts
+    assert Alert.objects.get(pk=alert.pk).state == Alert.ENDED
+
+    off_loop(engine.acknowledge, Alert.objects.get(pk=alert.pk), live_user)  # a member, on another page
+    page.wait_for_function(f"() => document.querySelector('{alerts}').textContent === '—'")
+
+
 def _announced_run(user, prompt_set, name):
     run = waiting_run(user, prompt_set, name)
     lifecycle.queued(run, by=run.created_by)

@@ -53,14 +53,45 @@ def test_a_member_ticks_several_alerts_and_acknowledges_them_with_one_button(
         first.pk: "acknowledged", second.pk: "acknowledged", third.pk: "open"}
     assert Alert.objects.get(pk=first.pk).acknowledged_by.username == "grace"
 
-    # the third closes with its run while it is ticked on a page that has not heard yet: nothing is acknowledged
-    # and the page says which alert stood in the way
+    # the third resolves while it is ticked on a page that has not heard yet: nothing is acknowledged and the page
+    # says which alert stood in the way
     page.check("#select-all")
-    Alert.objects.filter(pk=third.pk).update(state=Alert.CLOSED)
+    Alert.objects.filter(pk=third.pk).update(state=Alert.RESOLVED)
     button.click()
     page.wait_for_selector("#bulk-error:not([hidden])")
-    assert page.text_content("#bulk-error") == (f"alert {third.pk} is already closed: only active alerts can be "
-                                                "acknowledged; none was")
+    assert page.text_content("#bulk-error") == (f"alert {third.pk} is already resolved: only alerts not yet resolved "
+                                                "or closed can be acknowledged; none was")
+
+
+def test_an_alert_whose_run_ends_stays_listed_until_a_member_acknowledges_it(
+        live_stack, transactional_db, browser_page, session_key, team, alerts, live_user):
+    # issue 36, item 6: the overnight collapse of a run that finished before morning was only under "all"
+    from tests.e2e.helpers import off_loop
+    from webapp.runs import lifecycle
+
+    page = browser_page
+    first, second, _, _ = alerts
+    Run.objects.filter(pk=first.run_id).update(state=Run.RUNNING)
+    Alert.objects.filter(pk=second.pk).update(state=Alert.ACKNOWLEDGED)
+    sign_in(page, live_stack, session_key)
+    page.goto(f"{live_stack.url}/teams/{team.pk}/alerts/")  # the default view: current alerts
+    page.wait_for_function("() => document.getElementById('live-indicator').textContent === 'live'")
+    ended = f"#alerts-table tr[data-alert-id='{first.pk}']"
+    assert page.get_attribute(ended, "data-state") == "open"
+
+    off_loop(lifecycle.finish, Run.objects.get(pk=first.run_id), Run.SUCCEEDED, "", 0, "")
+    page.wait_for_selector(f"{ended}[data-state=ended]")  # live: still listed, said so
+    assert page.locator(ended).locator("td").nth(6).text_content() == "run ended, not acknowledged"
+    # the acknowledged one was seen already: it closes with its run and leaves the current view
+    page.wait_for_selector(f"#alerts-table tr[data-alert-id='{second.pk}']", state="detached")
+
+    page.check(f"{ended} input.pick")
+    page.click("#acknowledge-selected")
+    page.wait_for_selector(ended, state="detached")  # closed: off the current view, live
+    closed = Alert.objects.get(pk=first.pk)
+    assert closed.state == Alert.CLOSED and closed.acknowledged_by.username == "grace"
+    page.goto(f"{live_stack.url}/teams/{team.pk}/alerts/?state=closed")
+    assert page.locator(ended).locator("td").nth(6).text_content() == "closed with its run, acknowledged by grace"
 
 
 def test_a_deleted_runs_alerts_leave_an_open_alerts_page(live_stack, transactional_db, browser_page, session_key, team,

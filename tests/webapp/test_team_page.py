@@ -17,7 +17,7 @@ def team(django_user_model):
 
 def test_admins_see_a_link_to_webhooks_and_rules_and_members_do_not(team, django_user_model):
     admin_page = signed_in(django_user_model, "ada").get(f"/teams/{team.pk}/").content.decode()
-    assert f'href="/teams/{team.pk}/alert-settings/"' in admin_page and "Alerts (0 open)" in admin_page
+    assert f'href="/teams/{team.pk}/alert-settings/"' in admin_page and "Alerts (0 not acknowledged)" in admin_page
     member_page = signed_in(django_user_model, "max").get(f"/teams/{team.pk}/").content.decode()
     assert 'id="members"' in member_page and "alert-settings" not in member_page
 

@@ -29,7 +29,9 @@ def _int_param(request, name):
 
 @api_view(["GET"])
 def alerts(request):
-    """GET /api/alerts?team=&state=&run=: the alerts of the user's teams, newest first."""
+    """GET /api/alerts?team=&state=&run=: the alerts of the user's teams, newest first. `state` is a comma-separated
+    list of states, or `current` for what the pages list by default (open, acknowledged, and ended with its run
+    before anyone acknowledged it)."""
     found = Alert.objects.visible_to(request.user).select_related("run", "acknowledged_by")
     try:
         team, run = _int_param(request, "team"), _int_param(request, "run")
@@ -37,11 +39,11 @@ def alerts(request):
         return error(str(exc), field="team" if "team" in str(exc) else "run")
     state = request.GET.get("state", "")
     if state:
-        states = [s for s in state.split(",") if s]
+        states = [named for s in state.split(",") if s for named in (Alert.CURRENT if s == "current" else [s])]
         unknown = [s for s in states if s not in dict(Alert.STATES)]
         if unknown:
-            return error(f"state must be {', '.join(dict(Alert.STATES))} (comma-separated), not {unknown[0]!r}",
-                         field="state")
+            return error(f"state must be current or {', '.join(dict(Alert.STATES))} (comma-separated), "
+                         f"not {unknown[0]!r}", field="state")
         found = found.filter(state__in=states)
     if team is not None:
         found = found.filter(team_id=team)
@@ -64,7 +66,7 @@ def _with_alert(view):
 @api_view(["POST"])
 @_with_alert
 def acknowledge(request, alert):
-    if alert.state not in Alert.ACTIVE:
+    if alert.state not in Alert.CURRENT:
         return error(f"this alert is already {alert.state}", 409, field="state")
     return JsonResponse(engine.acknowledge(alert, request.user).to_json())
 

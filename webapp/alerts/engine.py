@@ -18,9 +18,10 @@ from webapp.live import push_on_commit
 from webapp import bulk
 from webapp.metrics import series
 from webapp.metrics.models import MetricSeries
-from webapp.tasks import DELIVER_WEBHOOK, SEND_ALERT_EMAIL, send_on_commit
+from webapp.tasks import DELIVER_WEBHOOK, JUDGE_FAILED_RULES, SEND_ALERT_EMAIL, send_on_commit
 
-from .rule_specs import RULES, resolve_thresholds
+from . import failures
+from .rule_specs import RULES, STEP_RULE_KINDS, resolve_thresholds
 from .rules import History, evaluate_run_failed, evaluate_stalled, evaluate_step_rules
 from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
 
@@ -34,6 +35,8 @@ HEAD_STEPS, TAIL_STEPS = 20, 200
 # entropy_collapse opened, resolved and reopened three times in ten steps, and each opening sent its webhooks
 # and emails again.
 QUIET_STEPS_TO_RESOLVE = 5
+# Alerts a run's end leaves as they are (end_of_run): news of the end itself, and of work that outlives the run.
+OUTLIVE_THEIR_RUN = ("run_failed", failures.KIND)
 RULE_METRICS = sorted({name for spec in RULES.values() for name in spec.metrics})
 
 
@@ -149,9 +152,15 @@ def _max_length(run):
 # --- the rules' entry points -------------------------------------------------------------
 
 
-def evaluate_steps(run, steps: list[int], memory: RuleMemory | None = None) -> RuleMemory | None:
+def evaluate_steps(run, steps: list[int], memory: RuleMemory | None = None,
+                   again: list[str] | None = None) -> RuleMemory | None:
     """Ingestion stored these new steps: run every step rule at each, in order, so an alert
     fires at the step where its condition first held. New events also end a `stalled` alert.
+
+    Each rule is judged apart: one that raises is logged and becomes the run's `processing_failed` alert (naming
+    the rule, the step and the error), and judged again later by a task (judge_failed_rules) with backoff, while
+    the others' findings are applied and the caller's transaction (ingestion's, grouping's) commits. A failing rule
+    that judges a later step is taken off that alert.
 
     The run's active alerts are read once per batch and written only when something changes: a
     healthy step costs no query, and an alert that holds over many steps of a batch is saved once
@@ -159,10 +168,12 @@ def evaluate_steps(run, steps: list[int], memory: RuleMemory | None = None) -> R
     thousands of steps stays fast.
 
     `memory`: what the rules read of this run, kept since the caller's last call with these steps
-    added (RuleMemory); None reads it from the database. Returns the memory for the next call."""
+    added (RuleMemory); None reads it from the database. Returns the memory for the next call.
+    `again`: only these rules, judged again (judge_failed_rules), not new steps."""
     if not steps:
         return memory
     thresholds = thresholds_for(run)
+    kinds = STEP_RULE_KINDS if again is None else again
     steps = sorted(set(steps))
     if memory is None:  # one read for the whole batch
         memory = RuleMemory(_load_by_step(run, up_to_step=steps[-1], tail_from=steps[0]))
@@ -174,8 +185,9 @@ def evaluate_steps(run, steps: list[int], memory: RuleMemory | None = None) -> R
         active = {a.rule: a for a in Alert.objects.select_for_update().filter(run=run, state__in=Alert.ACTIVE)} \
             if any_active else {}
         pending = {}  # rule -> updates held in memory since the alert was last saved
+        failing = {}  # rule -> (step, error) where it raised, while it raises
         for step in steps:
-            for kind, finding in evaluate_step_rules(_history_at(history, step), thresholds).items():
+            for kind, finding in _judge(run, _history_at(history, step), thresholds, kinds, step, failing).items():
                 alert = active.get(kind)
                 if finding is None:
                     if alert is not None and step - alert.last_step >= QUIET_STEPS_TO_RESOLVE:
@@ -193,10 +205,84 @@ def evaluate_steps(run, steps: list[int], memory: RuleMemory | None = None) -> R
                         _notify(alert, "escalated")
         for kind, count in pending.items():
             _save_update(active[kind], run, count)
-        if "stalled" in active:
+        if "stalled" in active and again is None:
             _resolve_active(run, "stalled", steps[-1])
+        _note_rule_failures(run, failures.rules_of(failures.failures_of(active.get(failures.KIND))), kinds, failing,
+                            retry=again is None)
     memory.forget_the_middle()
     return memory
+
+
+def _judge(run, history: History, thresholds: dict, kinds, step: int, failing: dict) -> dict:
+    """evaluate_step_rules, one rule at a time: a rule that raises is logged (its first failure of the batch, with
+    the traceback) and noted in `failing` {kind: (step, error)}, and stops no other; one that judges leaves it."""
+    results = {}
+    for kind in kinds:
+        try:
+            results.update(evaluate_step_rules(history, thresholds, (kind,)))
+        except Exception as exc:  # noqa: BLE001 - any bug of a rule; the others go on, and the alert says it
+            if kind not in failing:
+                log.exception("run %s: alert rule %s failed at step %s", run.pk, kind, step)
+            failing[kind] = (step, exc)
+        else:
+            failing.pop(kind, None)
+    return results
+
+
+def _note_rule_failures(run, failed_before: list[str], kinds, failing: dict, retry: bool) -> None:
+    """After a batch: the rules that raised at its last judgement go on the run's processing_failed alert (a new
+    failure is judged again by a task, with backoff); those that failed before and judged now come off it."""
+    for kind, (step, error) in sorted(failing.items()):
+        record_failure(run, failures.rule_task(kind), step, error)
+        if retry and kind not in failed_before:
+            send_on_commit(JUDGE_FAILED_RULES, [run.pk], queue=alerts_queue(),
+                           countdown=settings.TASK_RETRY_BASE_SECONDS)
+    for kind in failed_before:
+        if kind in kinds and kind not in failing:
+            clear_failure(run.pk, failures.rule_task(kind))
+
+
+def judge_failed_rules(run_id: int) -> list[str]:
+    """The rules whose judgement failed on the run (its processing_failed alert names them), judged again at its
+    last step under its row lock, as ingestion judges; the ones that still fail (judge_failed_rules the task raises
+    then, so that Celery retries it with backoff). Nothing to do, and [], once none is failing."""
+    run_model = Alert._meta.get_field("run").related_model  # the alerts app never imports the runs app
+    with transaction.atomic():
+        run = run_model.objects.select_for_update(no_key=True).filter(pk=run_id).first()
+        alert = Alert.objects.filter(run_id=run_id, rule=failures.KIND, state__in=Alert.ACTIVE).first()
+        kinds = failures.rules_of(failures.failures_of(alert))
+        if run is None or not kinds or run.last_step is None:
+            return []
+        evaluate_steps(run, [run.last_step], again=kinds)
+        alert = Alert.objects.filter(run_id=run_id, rule=failures.KIND, state__in=Alert.ACTIVE).first()
+        return [kind for kind in failures.rules_of(failures.failures_of(alert)) if kind in kinds]
+
+
+def record_failure(run, task: str, step: int | None, error) -> Alert | None:
+    """`task` failed on the run at `step` (None: at no step in particular) with `error` (an exception, or its text):
+    the run's processing_failed alert opens, or says it too (webapp/alerts/failures.py). None when the team or the
+    run turned the rule off."""
+    rule = thresholds_for(run)[failures.KIND]
+    if not rule["enabled"]:
+        return None
+    return revise(run, failures.KIND, lambda alert: failures.finding(
+        failures.with_failure(failures.failures_of(alert), task, step, error),
+        alert.severity if alert is not None else rule["severity"]))
+
+
+def clear_failure(run_id: int, task: str) -> Alert | None:
+    """`task` succeeded on the run: off the run's processing_failed alert, which resolves once no task is left
+    failing. One indexed read when nothing failed (every task's success asks)."""
+    alert = (Alert.objects.filter(run_id=run_id, rule=failures.KIND, state__in=Alert.ACTIVE)
+             .select_related("run").first())
+    if alert is None or task not in failures.failures_of(alert):
+        return None
+
+    def without(current):
+        left = {t: f for t, f in failures.failures_of(current).items() if t != task}
+        return failures.finding(left, current.severity) if left else None
+
+    return revise(alert.run, failures.KIND, without)
 
 
 def _update_in_memory(alert: Alert, finding) -> None:
@@ -233,13 +319,15 @@ def judge_silence(run, silent_seconds: float) -> bool:
 
 
 def end_of_run(run) -> None:
-    """A run that ended closes its active alerts with it: they stay in its history, leave the team's active list,
-    and tell nobody (the condition did not clear; the run stopped). Its `run_failed` alert is the news of how it
-    ended, and stays open."""
+    """A run that ended takes its active alerts out of the rules' hands, telling nobody (the condition did not
+    clear; the run stopped): one nobody acknowledged is `ended` and stays in the default views until a member
+    acknowledges it; an acknowledged one was seen, and is `closed`. Its `run_failed` alert is the news of how it
+    ended, and a `processing_failed` one is about work that goes on after the run (its last steps' grouping): both
+    stay as they are."""
     with transaction.atomic():
         for alert in Alert.objects.select_for_update().filter(run=run, state__in=Alert.ACTIVE).exclude(
-                rule="run_failed"):
-            _end(alert, run, Alert.CLOSED, None)
+                rule__in=OUTLIVE_THEIR_RUN):
+            _end(alert, run, Alert.ENDED if alert.state == Alert.OPEN else Alert.CLOSED, None)
 
 
 # --- persistence ---------------------------------------------------------------------------
@@ -250,9 +338,18 @@ def apply_finding(run, kind: str, finding, step: int | None) -> Alert | None:
     judged and its condition does not hold."""
     if finding is None:
         return _resolve_active(run, kind, step)
+    return revise(run, kind, lambda alert: finding)
+
+
+def revise(run, kind: str, revised) -> Alert | None:
+    """Open, update or resolve the run's active `kind` alert with `revised(that alert, or None)`: a Finding, or None
+    when the condition does not hold (an active alert resolves). The finding may build on the alert it is given
+    (processing_failed adds a failing task to those it names): when another process opens the alert between our
+    read and write, `revised` is asked again with that one."""
     with transaction.atomic():
         alert = Alert.objects.select_for_update().filter(run=run, rule=kind, state__in=Alert.ACTIVE).first()
-        if alert is None:
+        finding = revised(alert)
+        if alert is None and finding is not None:
             try:
                 with transaction.atomic():
                     alert = Alert.objects.create(
@@ -260,13 +357,19 @@ def apply_finding(run, kind: str, finding, step: int | None) -> Alert | None:
                         last_step=finding.step, message=finding.message, values=_json_values(finding.values),
                     )
             except IntegrityError:
-                # Another process opened it between our read and write: update that one.
                 alert = Alert.objects.select_for_update().get(run=run, rule=kind, state__in=Alert.ACTIVE)
+                finding = revised(alert)
             else:
                 alert.run = run
                 _announce(alert)
                 _notify(alert, "opened")
                 return alert
+        if alert is None:
+            return None
+        if finding is None:
+            _end(alert, run, Alert.RESOLVED, None)
+            _notify(alert, "resolved")
+            return alert
         escalated = Alert.SEVERITY_RANK[finding.severity] > Alert.SEVERITY_RANK[alert.severity]
         _update_in_memory(alert, finding)
         _save_update(alert, run, 1)
@@ -297,35 +400,42 @@ def _end(alert: Alert, run, state: str, step: int | None) -> None:
 
 
 def acknowledge(alert: Alert, user) -> Alert:
-    """Someone is on it: the alert stays active (and keeps updating) but stops being `open`."""
+    """Someone is on it: an open alert stays active (and keeps updating) but stops being `open`; an alert whose run
+    ended before anyone saw it (`ended`) is closed. An acknowledged one keeps who acknowledged it."""
     with transaction.atomic():
-        updated = Alert.objects.filter(pk=alert.pk, state=Alert.OPEN).update(
-            state=Alert.ACKNOWLEDGED, acknowledged_by=user, acknowledged_at=timezone.now(), updated_at=timezone.now()
-        )
+        updated = _acknowledge_rows(Alert.objects.filter(pk=alert.pk), user)
         alert.refresh_from_db()
         if updated:
             _announce(alert)
     return alert
 
 
+def _acknowledge_rows(alerts, user) -> int:
+    """Acknowledge these alerts (open -> acknowledged, ended -> closed) by `user`; how many changed."""
+    now = timezone.now()
+    return sum(alerts.filter(state=before).update(state=after, acknowledged_by=user, acknowledged_at=now,
+                                                  updated_at=now)
+               for before, after in ((Alert.OPEN, Alert.ACKNOWLEDGED), (Alert.ENDED, Alert.CLOSED)))
+
+
 def acknowledge_several(team, ids: list[int], user) -> list[Alert]:
     """Acknowledge the team's alerts `ids` together, all or none: FieldError on `ids` (404) for an id that is not
     an alert of this team (another team's reads like a missing one), (409) for one already resolved or closed,
     so a page whose list went stale while the user ticked boxes learns which. An acknowledged one keeps who
-    acknowledged it. Returns the alerts in the order of `ids`."""
+    acknowledged it; an ended one (its run ended before anyone saw it) is closed. Returns the alerts in the order
+    of `ids`."""
     with transaction.atomic():
         found = {a.pk: a for a in Alert.objects.select_for_update().filter(team=team, pk__in=ids)}
         missing = next((pk for pk in ids if pk not in found), None)
         if missing is not None:
             raise FieldError("ids", f"no alert with id {missing} in team {team.name!r}", 404)
-        ended = [found[pk] for pk in ids if found[pk].state not in Alert.ACTIVE]
-        if ended:
-            listed = ", ".join(f"alert {a.pk} is already {a.state}" for a in ended)
-            raise FieldError("ids", f"{listed}: only active alerts can be acknowledged; none was", 409)
-        now = timezone.now()
-        Alert.objects.filter(pk__in=ids, state=Alert.OPEN).update(
-            state=Alert.ACKNOWLEDGED, acknowledged_by=user, acknowledged_at=now, updated_at=now)
-        changed = [pk for pk in ids if found[pk].state == Alert.OPEN]
+        done = [found[pk] for pk in ids if found[pk].state not in Alert.CURRENT]
+        if done:
+            listed = ", ".join(f"alert {a.pk} is already {a.state}" for a in done)
+            raise FieldError("ids", f"{listed}: only alerts not yet resolved or closed can be acknowledged; none was",
+                             409)
+        _acknowledge_rows(Alert.objects.filter(pk__in=ids), user)
+        changed = [pk for pk in ids if found[pk].state in Alert.UNACKNOWLEDGED]
         fresh = {a.pk: a for a in Alert.objects.filter(pk__in=ids).select_related("run", "acknowledged_by")}
         for pk in changed:
             _announce(fresh[pk])

@@ -15,6 +15,9 @@ class AlertQuerySet(models.QuerySet):
     def active(self):
         return self.filter(state__in=Alert.ACTIVE)
 
+    def current(self):
+        return self.filter(state__in=Alert.CURRENT)
+
 
 MAX_OF_RUN = 500
 
@@ -22,12 +25,18 @@ MAX_OF_RUN = 500
 class Alert(models.Model):
     """A rule's condition holding on a run (DESIGN §4.5). At most one active (open or
     acknowledged) alert per (run, rule): a condition that persists updates it, one that
-    clears resolves it, and a later recurrence opens a new one."""
+    clears resolves it, and a later recurrence opens a new one.
 
-    # closed: its run ended while it was active (kept in the run's history, off the team's active list)
-    OPEN, ACKNOWLEDGED, RESOLVED, CLOSED = "open", "acknowledged", "resolved", "closed"
-    STATES = [(s, s) for s in (OPEN, ACKNOWLEDGED, RESOLVED, CLOSED)]
-    ACTIVE = (OPEN, ACKNOWLEDGED)
+    When its run ends, an active alert leaves the rules' hands: an acknowledged one was seen and is `closed`; an
+    open one nobody saw is `ended` ("run ended, not acknowledged") and stays in the default views until a member
+    acknowledges it, which closes it. A collapse at 3 a.m. in a run that finished at 4 is still news at 9."""
+
+    OPEN, ACKNOWLEDGED, RESOLVED, CLOSED, ENDED = "open", "acknowledged", "resolved", "closed", "ended"
+    STATES = [(s, s) for s in (OPEN, ACKNOWLEDGED, ENDED, RESOLVED, CLOSED)]
+    ACTIVE = (OPEN, ACKNOWLEDGED)  # the rules update it, one per (run, rule) at most
+    CURRENT = (OPEN, ACKNOWLEDGED, ENDED)  # what the default views list (pages, run list, counts, the API's "current")
+    UNACKNOWLEDGED = (OPEN, ENDED)  # what a member's acknowledgement changes: open -> acknowledged, ended -> closed
+    STATE_LABELS = {ENDED: "run ended, not acknowledged", CLOSED: "closed with its run"}
     SEVERITIES = [(s, s) for s in ("info", "warning", "critical")]
     SEVERITY_RANK = {"info": 0, "warning": 1, "critical": 2}  # worst first when sorted descending
 
@@ -68,6 +77,13 @@ class Alert(models.Model):
         found = cls.objects.filter(run=run).select_related("run", "acknowledged_by").order_by("created_at", "id")
         return [a.to_json() for a in found[:MAX_OF_RUN]]
 
+    def state_label(self) -> str:
+        label = self.STATE_LABELS.get(self.state, self.state)
+        if self.acknowledged_by_id and self.state in (self.ACKNOWLEDGED, self.CLOSED):
+            by = self.acknowledged_by.username
+            label += f" by {by}" if self.state == self.ACKNOWLEDGED else f", acknowledged by {by}"
+        return label
+
     def to_json(self):
         return {
             "id": self.pk,
@@ -81,6 +97,10 @@ class Alert(models.Model):
             "message": self.message,
             "values": self.values,
             "state": self.state,
+            # said by the server, so no page keeps its own copy of which states are which
+            "state_label": self.state_label(),
+            "current": self.state in self.CURRENT,
+            "needs_acknowledgement": self.state in self.UNACKNOWLEDGED,
             "updates": self.updates,
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),

@@ -25,9 +25,11 @@ RULE_KINDS = (
     "degeneration",
     "stalled",
     "run_failed",
+    "processing_failed",
 )
 SEVERITIES = ("info", "warning", "critical")
-NOT_STEP_RULES = ("stalled", "run_failed")  # judged from the clock and the run's end, not its metric history
+# judged from the clock, the run's end and the workers' failures (webapp/alerts/failures.py), not its metric history
+NOT_STEP_RULES = ("stalled", "run_failed", "processing_failed")
 STEP_RULE_KINDS = tuple(kind for kind in RULE_KINDS if kind not in NOT_STEP_RULES)
 
 FIELD_PREFIX = "alert_rules"
@@ -288,6 +290,21 @@ RULES: dict[str, RuleSpec] = {
             ),
             metrics=(),
             params=_common("critical"),
+        ),
+        RuleSpec(
+            kind="processing_failed",
+            title="Processing failed",
+            description=(
+                "Work Evolab does on the run beside its training failed: grouping the rollouts of a run trained "
+                "elsewhere, its similarity heatmaps, ingesting the trainer's log, indexing its rollouts' text, or "
+                "one alert rule judging a step. The message names the task, the step and the error (the traceback "
+                "is in the worker's log); the run page shows it as a banner. The task is retried with backoff and "
+                "the alert resolves once an attempt succeeds. A warning by default: the training goes on, but what "
+                "Evolab shows of the run is incomplete meanwhile (steps not grouped, a rule not judging), so the "
+                "collapse alerts may be late; raise it to critical to be emailed with the critical alerts."
+            ),
+            metrics=(),
+            params=_common("warning"),
         ),
     )
 }

@@ -90,17 +90,19 @@ class Finding:
 _ABSENT = object()
 
 
-def evaluate_step_rules(history: History, thresholds: dict[str, dict]) -> dict[str, Finding | None]:
-    """The step-based rules (STEP_RULE_KINDS) judged at the latest step of ``history``.
+def evaluate_step_rules(history: History, thresholds: dict[str, dict],
+                        kinds: Sequence[str] = STEP_RULE_KINDS) -> dict[str, Finding | None]:
+    """The step-based rules (STEP_RULE_KINDS, or those of ``kinds``) judged at the latest step of ``history``.
 
     ``{kind: Finding}`` where the condition holds, ``{kind: None}`` where the rule could
     judge and the run looks healthy (an open alert then resolves); a kind is absent when
-    it is disabled or cannot be judged yet (metric never logged, too few steps).
+    it is disabled or cannot be judged yet (metric never logged, too few steps). The engine
+    asks for one kind at a time, so that a rule that raises stops no other.
     """
     results: dict[str, Finding | None] = {}
     if not history.steps:
         return results
-    for kind in STEP_RULE_KINDS:
+    for kind in kinds:
         rule = rule_thresholds(thresholds, kind)
         if not rule["enabled"]:
             continue
@@ -307,6 +309,8 @@ def _degeneration(history: History, rule: dict):
     if len(invalid_logged) < window + 1 or (entropy is None and pinned is None):
         return _ABSENT
     invalid, invalid_start = _recent(invalid_series, window), median(invalid_logged[:window])
+    if invalid is None:  # logged before, not over the latest steps (a run's rollouts grouped behind its metrics)
+        return _ABSENT
     rose = entropy is not None and entropy[0] >= rule["entropy_rise"] * entropy[1]
     # invalid from the start is a prompt format or a limit too short for the policy (invalid_answers says so)
     if invalid < rule["min_invalid"] or invalid_start >= rule["min_invalid"] or not (rose or (pinned and pinned.fires)):

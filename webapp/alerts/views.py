@@ -14,19 +14,38 @@ from .rule_specs import RULES, resolve_thresholds, validate_overrides
 from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
 
 
+# The page's filters, {value: (title, the states it shows)}; None shows every state. `current` is the default: what
+# still wants someone's eyes (an alert whose run ended before anyone acknowledged it among them). `active`, the
+# default before runs' ended alerts stayed listed, still answers an old link.
+STATE_FILTERS = {
+    "current": ("current", Alert.CURRENT),
+    "open": ("open", (Alert.OPEN,)),
+    "acknowledged": ("acknowledged", (Alert.ACKNOWLEDGED,)),
+    "ended": (Alert.STATE_LABELS[Alert.ENDED], (Alert.ENDED,)),
+    "resolved": ("resolved", (Alert.RESOLVED,)),
+    "closed": ("closed with their run", (Alert.CLOSED,)),
+    "all": ("all", None),
+}
+OLD_FILTERS = {"active": Alert.ACTIVE}
+
+
 @login_required
 def team_alerts(request, pk):
     team = team_or_404(request.user, pk)
-    state = request.GET.get("state", "active")
+    state = request.GET.get("state", "current")
+    if state in STATE_FILTERS:
+        states = STATE_FILTERS[state][1]
+    else:
+        state, states = (state, OLD_FILTERS[state]) if state in OLD_FILTERS else ("current", Alert.CURRENT)
     alerts = Alert.objects.filter(team=team).select_related("run", "acknowledged_by")
-    if state == "active":
-        alerts = alerts.filter(state__in=Alert.ACTIVE)
-    elif state in dict(Alert.STATES):
-        alerts = alerts.filter(state=state)
+    if states is not None:
+        alerts = alerts.filter(state__in=states)
     return render(request, "alerts/team_alerts.html", {
         "team": team,
         "state": state,
-        "alerts": alerts[:300],
+        "filters": [(value, title) for value, (title, _) in STATE_FILTERS.items()],
+        # the live page keeps a row while its alert's state is one of these (null: any)
+        "shown_states": list(states) if states is not None else None,
         "alerts_json": [a.to_json() for a in alerts[:300]],
         "can_act": Membership.allows(role_in(request.user, team), Membership.MEMBER),
     })

@@ -24,6 +24,7 @@ from django.utils import timezone
 from rl.answer_rules import answer_rule
 from rl.answers import answers_equal, majority_vote
 from rl.metrics import LabelMonitor, unique_answers
+from webapp.alerts import failures
 from webapp.prompts.models import Prompt, PromptSet
 from webapp import bulk
 from webapp.runs import ingestion
@@ -52,6 +53,7 @@ def group_ready_steps(run_id: int, now=None) -> dict:
                            .annotate(last=Max("received_at")).values_list("step", "last"))
             ready = [step for step, last in waiting if _complete(external, step, last, now or timezone.now())]
             if ready:
+                failures.at_step(ready[0])  # a failure from here is this step's (workers/watched.py)
                 count += _group_step(external, ready[0])
                 grouped.append(ready[0])
                 continue
@@ -198,6 +200,11 @@ def resend_stale(now=None) -> list[int]:
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=max(60.0, 4 * settings.EXTERNAL_GROUP_QUIET_SECONDS))
     stale = sorted(set(PendingRollout.objects.filter(received_at__lt=cutoff).values_list("run_id", flat=True)))
+    # a run whose grouping failed lately waits for its task's own retries (with backoff, workers/watched.py): one
+    # more chain of retries a minute would multiply them; once they have given up, the resend starts again
+    lately = now - timedelta(seconds=settings.TASK_RETRY_MAX_SECONDS + 60)
+    retried = failures.retried_since(stale, failures.GROUPING, lately)
+    stale = [run_id for run_id in stale if run_id not in retried]
     for run_id in stale:
         send(GROUP_EXTERNAL_ROLLOUTS, [run_id], queue=external_queue())
     return stale

@@ -16,6 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from rl.metrics import similarity_mean
+from webapp.alerts import failures
 from webapp.runs import ingestion
 from webapp.runs.models import Group, Rollout, Run
 from webapp.tasks import EMBED_EXTERNAL_GROUPS, send
@@ -84,6 +85,7 @@ def _waiting(run: Run) -> list[Group]:
 def _embed(run: Run, groups: list[Group]) -> int:
     from rl.similarity import cosine_similarity_matrix, reasoning_part
 
+    failures.at_step(groups[0].step)  # a failure from here is at the batch's first step (workers/watched.py)
     texts: dict[int, list[str]] = {g.pk: [] for g in groups}
     for group_id, text in (Rollout.objects.filter(group_id__in=list(texts)).order_by("group_id", "index")
                            .values_list("group_id", "text")):

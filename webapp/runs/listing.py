@@ -103,9 +103,10 @@ def _last_metric_annotations() -> dict:
 
 
 def _attach_alerts(runs: list) -> None:
-    """Active (open or acknowledged) alerts of all listed runs in one query."""
+    """The current alerts (open, acknowledged, or ended with their run before anyone acknowledged them) of all
+    listed runs in one query."""
     by_run = {r.pk: {} for r in runs}
-    rows = Alert.objects.active().filter(run_id__in=list(by_run)).values_list("run_id", "id", "severity")
+    rows = Alert.objects.current().filter(run_id__in=list(by_run)).values_list("run_id", "id", "severity")
     for run_id, alert_id, severity in rows:
         by_run[run_id][alert_id] = severity
     for run in runs:

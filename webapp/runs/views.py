@@ -9,6 +9,7 @@ from django.views.decorators.http import require_POST
 from rl.params import FieldError
 from webapp.accounts.access import require_role, role_in
 from webapp.accounts.models import Membership
+from webapp.alerts import failures
 from webapp.alerts.models import Alert
 from webapp.metrics import series
 from webapp.numbers import whole_number
@@ -73,6 +74,7 @@ def run_detail(request, pk):
         **live_state(run),  # steps, heatmap, stages, resumes, iterations: what GET .../live-state reads back
         "time_origin": run_time_origin(run),
         "alerts": Alert.of_run_json(run),
+        "processing_failed_rule": failures.KIND,  # its alert messages drive the banner
         "role": role,
         "can_act": can_act,
     }
@@ -81,6 +83,7 @@ def run_detail(request, pk):
         "run": run, "initial": initial, "role": role, "can_act": can_act,
         "hp_rows": hp_rows, "alert_rule_rows": alert_rule_rows, "cloned_from": source,
         "no_worker_for_queue": no_worker_for(run), "transitions": transitions, "older_transitions": older,
+        "processing_failure": Alert.objects.active().filter(run=run, rule=failures.KIND).first(),
         "history_limit": HISTORY_ON_PAGE,
     })
 

@@ -1,5 +1,5 @@
-"""{% open_alert_count team %}: the team page shows how many of its alerts are open without the accounts app
-importing this one (a template loads the tag by name)."""
+"""{% unacknowledged_alert_count team %}: the team page shows how many of its alerts nobody has acknowledged (open,
+or ended with their run) without the accounts app importing this one (a template loads the tag by name)."""
 from django import template
 
 from webapp.alerts.models import Alert
@@ -8,5 +8,5 @@ register = template.Library()
 
 
 @register.simple_tag
-def open_alert_count(team) -> int:
-    return Alert.objects.filter(team=team, state=Alert.OPEN).count()
+def unacknowledged_alert_count(team) -> int:
+    return Alert.objects.filter(team=team, state__in=Alert.UNACKNOWLEDGED).count()
