@@ -129,3 +129,53 @@ class LabelMonitor:
             values["pass@16"] = pass_at_k(n, correct, 16)
         return values
 
+
+
+# --- the health figures ingestion derives from a step's rollouts, for every method (docs/teams-and-alerts.md) ---
+
+
+def step_health(rollouts: Sequence[tuple], max_completion_length: int | None = None) -> dict[str, float]:
+    """`invalid_ratio` (no valid answer), `truncated_ratio` (length at max_completion_length, when it is known) and
+    `zero_variance_groups` (prompts whose trained rollouts all got one reward: GRPO's advantages are zero and the
+    step teaches nothing) of one step's rollouts, each given as (group, valid, length, reward, trained)."""
+    if not rollouts:
+        return {}
+    derived = {"invalid_ratio": sum(not valid for _, valid, _, _, _ in rollouts) / len(rollouts)}
+    if isinstance(max_completion_length, int) and max_completion_length > 0:
+        derived["truncated_ratio"] = sum((length or 0) >= max_completion_length
+                                         for _, _, length, _, _ in rollouts) / len(rollouts)
+    rewards: dict = {}
+    for group, _, _, reward, trained in rollouts:
+        if trained and reward is not None:
+            rewards.setdefault(group, []).append(reward)
+    if rewards:
+        flat = sum(1 for values in rewards.values() if max(values) - min(values) < 1e-9)
+        derived["zero_variance_groups"] = flat / len(rewards)
+    return derived
+
+
+def majority_changes(groups: Sequence[dict], previous: dict[str, str | None],
+                     labels: dict[str, str] | None = None) -> dict[str, float]:
+    """How the step's prompts' majority answers moved since each was last seen (`previous`: prompt id -> its
+    majority answer then), the signals that see a collapse coming (docs/teams-and-alerts.md):
+    `majority_flip_rate`, the share of the revisited prompts whose majority answer changed; and, where held-out
+    labels exist, `correct_to_wrong`, the share of the revisited labelled prompts whose majority was right and is
+    now wrong (TTRL-Guard's "correct-answer extinction"). Empty when no prompt of the step was seen before."""
+    revisited = [g for g in groups if g["prompt_id"] in previous]
+    if not revisited:
+        return {}
+
+    def same(a, b):
+        return a == b or (a is not None and b is not None and answers_equal(a, b))
+
+    out = {"majority_flip_rate": sum(not same(g["majority_answer"], previous[g["prompt_id"]])
+                                     for g in revisited) / len(revisited)}
+    labelled = [g for g in revisited if labels and labels.get(g["prompt_id"]) is not None]
+    if labelled:
+        def right(answer, prompt_id):
+            return answer is not None and answers_equal(answer, labels[prompt_id])
+
+        lost = sum(right(previous[g["prompt_id"]], g["prompt_id"]) and not right(g["majority_answer"], g["prompt_id"])
+                   for g in labelled)
+        out["correct_to_wrong"] = lost / len(labelled)
+    return out

@@ -80,7 +80,7 @@ def test_admins_read_and_replace_the_teams_alert_rules(world, django_user_model)
     assert api(django_user_model, "max").get(url).status_code == 403
     ada = api(django_user_model, "ada")
     body = ada.get(url).json()
-    assert body["effective"]["entropy_collapse"]["fraction"] == 0.5 and body["overrides"] == {}
+    assert body["effective"]["entropy_collapse"]["fraction"] == 0.6 and body["overrides"] == {}
     assert {r["kind"] for r in body["rules"]} >= {"entropy_collapse", "stalled", "run_failed"}
     put = ada.put(url, {"entropy_collapse": {"fraction": "0.1"}, "stalled": {"enabled": False}},
                   content_type="application/json")

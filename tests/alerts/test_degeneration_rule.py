@@ -11,9 +11,9 @@ def test_degeneration_fires_when_entropy_rises_while_the_answers_are_gone_and_sa
     # entropy: start median(0.41, 0.40, 0.42) = 0.41, latest median(1.9, 2.0, 1.9) = 1.9, 4.63x;
     # invalid: start median(0.1, 0.1, 0.05) = 0.1, latest 1.0
     assert finding.severity == "critical" and finding.step == 12
-    assert finding.message == ("entropy rose from 0.41 to 1.9 over 11 steps (4.63× its start, threshold 1.5×); "
-                               "100% of answers invalid, from 10% at the start (threshold 90%); mean length 96, "
-                               "at the 96-token limit; 100% truncated at the limit")
+    assert finding.message == ("entropy rose from 0.41 over steps 1–3 to 1.9 over steps 10–12 (4.63× its start, "
+                               "threshold 1.5×); 100% of answers invalid over steps 10–12, from 10% at the start "
+                               "(threshold 90%); mean length 96, at the 96-token limit; 100% truncated at the limit")
     assert finding.values == {"invalid_ratio": 1.0, "invalid_start": 0.1, "min_invalid": 0.9, "entropy": 1.9,
                               "entropy_start": 0.41, "rise": 4.63415, "entropy_rise": 1.5, "length": 96.0,
                               "max_completion_length": 96.0, "truncated_ratio": 1.0}
@@ -23,8 +23,8 @@ def test_degeneration_opens_at_the_first_step_both_signals_hold():
     stream = degenerating_stream()
     fired = [n for n in range(1, 13)
              if judge({k: v[:n] for k, v in stream.items()}, "degeneration") not in (None, "absent")]
-    # at step 8 entropy and truncation are up, but invalid_ratio's median(0.1, 0.7, 0.95) = 0.7 is not yet 0.9
-    assert fired[0] == 9 and fired == list(range(9, 13))
+    # at step 9 entropy and truncation are up, but the invalid share of steps 7-9 (0.7, 0.95, 1.0) is 88%, not yet 90%
+    assert fired[0] == 10 and fired == list(range(10, 13))
 
 
 def test_degeneration_fires_on_text_repeated_to_the_limit_even_as_entropy_falls():
@@ -32,8 +32,8 @@ def test_degeneration_fires_on_text_repeated_to_the_limit_even_as_entropy_falls(
     stream = {"entropy": [0.4, 0.4, 0.4, 0.1, 0.02, 0.01], "invalid_ratio": [0.0, 0.0, 0.0, 1.0, 1.0, 1.0],
               "truncated_ratio": [0.0, 0.0, 0.0, 1.0, 1.0, 1.0]}
     finding = judge(stream, "degeneration")
-    assert finding.message == ("entropy fell from 0.4 to 0.02 over 5 steps; 100% of answers invalid, from 0% at the "
-                               "start (threshold 90%); 100% truncated at the limit")
+    assert finding.message == ("entropy fell from 0.4 over steps 1–3 to 0.02 over steps 4–6; 100% of answers invalid "
+                               "over steps 4–6, from 0% at the start (threshold 90%); 100% truncated at the limit")
     assert "converging" not in finding.message
 
 
@@ -74,7 +74,8 @@ def test_degeneration_is_absent_without_invalid_ratio_or_anything_to_judge_the_t
 def test_degeneration_gives_the_length_alone_when_no_limit_is_known():
     stream = {k: v for k, v in degenerating_stream().items() if k != "truncated_ratio"}
     finding = judge(stream, "degeneration")
-    assert finding.message.endswith("100% of answers invalid, from 10% at the start (threshold 90%); mean length 96")
+    assert finding.message.endswith("100% of answers invalid over steps 10–12, from 10% at the start (threshold 90%); "
+                                    "mean length 96")
     assert "max_completion_length" not in finding.values
 
 

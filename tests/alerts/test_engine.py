@@ -58,7 +58,7 @@ def test_an_alert_resolves_when_the_condition_clears_and_a_recurrence_opens_a_ne
     ingest_each(run, metric_events(recovering()), django_capture_on_commit_callbacks)
     entropy = Alert.objects.get(run=run, rule="entropy_collapse")
     assert entropy.state == "resolved" and entropy.resolved_at is not None
-    again = metric_events({"entropy": [0.01] * 4, "majority_ratio": [0.6] * 4, "response_length/mean": [300.0] * 4},
+    again = metric_events({"entropy": [0.01] * 4, "majority_ratio": [0.95] * 4, "response_length/mean": [300.0] * 4},
                           start_seq=100, start_step=25)
     ingest_each(run, again, django_capture_on_commit_callbacks)
     states = sorted(Alert.objects.filter(run=run, rule="entropy_collapse").values_list("state", flat=True))

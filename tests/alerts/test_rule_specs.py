@@ -47,7 +47,7 @@ def test_rule_specs_serialise_to_plain_json():
     entropy = payload[0]
     assert entropy["kind"] == "entropy_collapse" and entropy["metrics"] == ["entropy"]
     fraction = next(p for p in entropy["params"] if p["name"] == "fraction")
-    assert fraction == {"name": "fraction", "type": "float", "default": 0.5, "help": fraction["help"],
+    assert fraction == {"name": "fraction", "type": "float", "default": 0.6, "help": fraction["help"],
                         "min": 0.0, "max": 1.0, "choices": [], "nullable": False,
                         "min_exclusive": False}
 
@@ -58,21 +58,23 @@ def test_defaults_hold_every_param_of_every_rule_with_the_documented_values():
     for kind, spec in RULES.items():
         assert set(values[kind]) == {p.name for p in spec.params}
         assert values[kind]["enabled"] is True
-    assert values["entropy_collapse"] == {"enabled": True, "severity": "warning", "window": 3, "fraction": 0.5,
-                                          "critical_fraction": 0.05}
+    assert values["entropy_collapse"] == {"enabled": True, "severity": "warning", "window": 3, "start_window": 5,
+                                          "z": 2.0, "fraction": 0.6, "critical_fraction": 0.05, "min_kl": 0.001,
+                                          "confirm": True}
     assert values["majority_lock_in"]["consensus"] == 0.95
     assert values["pass_at_k_divergence"]["min_drop"] == 0.05
     assert values["invalid_answers"]["max_ratio"] == 0.5
     assert values["zero_variance_groups"]["max_ratio"] == 0.8
-    assert values["degeneration"] == {"enabled": True, "severity": "critical", "window": 3, "entropy_rise": 1.5,
-                                      "pinned_ratio": 0.5, "min_invalid": 0.9}
+    assert values["degeneration"] == {"enabled": True, "severity": "critical", "window": 3, "start_window": 3,
+                                      "z": 2.0, "entropy_rise": 1.5, "pinned_ratio": 0.5, "min_invalid": 0.9}
     assert values["stalled"]["minutes"] == 15.0
     assert values["run_failed"]["severity"] == "critical"
     # the training goes on when Evolab's own work on it fails (issue 36, item 7)
     assert values["processing_failed"] == {"enabled": True, "severity": "warning"}
 
 
-@pytest.mark.parametrize("module", ["webapp/alerts/rule_specs.py", "webapp/alerts/rules.py", "rl/params.py"])
+@pytest.mark.parametrize("module", ["webapp/alerts/rule_specs.py", "webapp/alerts/rules.py", "webapp/alerts/trend.py",
+                                    "webapp/alerts/backtest.py", "webapp/alerts/corpus.py", "rl/params.py"])
 def test_the_rules_never_import_django_or_numpy(module):
     # they judge a run's history, read from anywhere: a test or a script runs them without a database
     source = Path(__file__).resolve().parents[2].joinpath(module).read_text()
@@ -135,8 +137,8 @@ def test_run_overrides_win_over_team_overrides_which_win_over_defaults():
     team = {"entropy_collapse": {"fraction": 0.4, "severity": "critical"}, "majority_lock_in": {"enabled": False}}
     run = {"entropy_collapse": {"fraction": "0.25"}, "majority_lock_in": {"enabled": True}}
     resolved = resolve_thresholds(team, None, run)
-    assert resolved["entropy_collapse"] == {"enabled": True, "severity": "critical", "window": 3, "fraction": 0.25,
-                                            "critical_fraction": 0.05}
+    assert resolved["entropy_collapse"] == {**defaults()["entropy_collapse"], "severity": "critical",
+                                            "fraction": 0.25}
     assert resolved["majority_lock_in"]["enabled"] is True
     assert resolved["length_collapse"] == defaults()["length_collapse"]
     assert resolve_thresholds() == defaults()

@@ -1,8 +1,11 @@
-"""What the collapse-alert rules judge (webapp/alerts/rules.py, DESIGN §4.5).
+"""What the collapse-alert rules judge (webapp/alerts/rules.py, DESIGN §4.5): a trend against the run's own noise,
+never one step's sample.
 
-Every stream below is small enough to check by hand; with the default window of 3 the
-smoothed value is the median of the last three steps and the start value the median of
-the first three logged ones.
+The streams below are small enough to check by hand. With the defaults a rule compares the median of the last 3
+steps with the median of the first 5, and a change counts only beyond 2 standard errors of the run's noise
+(webapp/alerts/trend.py: σ from the step-to-step spread, 1.4826 · median|Δ| / √2; a difference of window medians
+has 1.2533 · σ · √(1/5 + 1/3)). `wobble` adds ±a alternately, so a stream's noise is about 2.1 · a. Real runs are
+judged in test_real_trajectories.py and on the labelled corpus (tests/alerts/test_corpus.py).
 """
 
 import json
@@ -18,31 +21,54 @@ from tests.alerts.rule_streams import degenerating_stream, history, judge
 STEP_KINDS = STEP_RULE_KINDS
 
 
+def wobble(levels: list[float], amplitude: float) -> list[float]:
+    """Each level −a, +a, −a, ...: a stream with a known step-to-step noise."""
+    return [round(v + (amplitude if i % 2 else -amplitude), 6) for i, v in enumerate(levels)]
+
+
+def falling(start: float, end: float, n_start: int = 5, n_end: int = 5) -> list[float]:
+    return [start] * n_start + [end] * n_end
+
+
+MOVED = [0.01] * 10  # a KL to the start that says the policy moved
+
+
+def converging(entropy: list[float], **more) -> dict:
+    """A run whose entropy does what `entropy` says while its votes converge (the second signal) and its policy
+    moved."""
+    n = len(entropy)
+    return {"entropy": entropy, "majority_ratio": wobble(falling(0.6, 0.9, 5, n - 5), 0.01), "kl": [0.01] * n,
+            **more}
+
+
 # ------------------------------------------------------------------------ thresholds in use
 
 
 def test_thresholds_from_team_then_run_layers_take_effect():
-    # start 1.0, latest median 0.3: 30% of the start
-    stream = {"entropy": [1.0, 1.0, 1.0, 0.3, 0.3, 0.3], "majority_ratio": [0.97] * 6}
+    # entropy 0.98 at the start, 0.32 recently: 33% of the start
+    stream = converging(wobble(falling(1.0, 0.3), 0.02))
     team = {"entropy_collapse": {"fraction": 0.4, "severity": "info"}, "majority_lock_in": {"enabled": False}}
-    run = {"entropy_collapse": {"fraction": 0.25}, "majority_lock_in": {"enabled": True, "consensus": 0.99}}
+    run = {"entropy_collapse": {"fraction": 0.25}}
 
     by_default = evaluate_step_rules(history(stream), resolve_thresholds())
-    assert by_default["entropy_collapse"].severity == "warning"  # 30% is below the default half
-    assert by_default["majority_lock_in"].kind == "majority_lock_in"
+    assert by_default["entropy_collapse"].severity == "warning"  # 33% is below the default 60%
 
     for_team = evaluate_step_rules(history(stream), resolve_thresholds(team))
-    assert for_team["entropy_collapse"].severity == "info"  # 30% < the team's 40%
+    assert for_team["entropy_collapse"].severity == "info"  # 33% < the team's 40%
     assert "majority_lock_in" not in for_team  # the team disabled it
 
     for_run = evaluate_step_rules(history(stream), resolve_thresholds(team, run))
-    assert for_run["entropy_collapse"] is None  # 30% is above the run's 25%
-    assert for_run["majority_lock_in"] is None  # re-enabled, and 0.97 < the run's 0.99
+    assert for_run["entropy_collapse"] is None  # 33% is above the run's 25%
 
 
 def test_evaluate_step_rules_fills_defaults_for_kinds_the_thresholds_leave_out():
-    results = evaluate_step_rules(history({"invalid_ratio": [0.6, 0.6, 0.6]}), {})
+    results = evaluate_step_rules(history({"invalid_ratio": [0.9, 0.9, 0.9, 0.9]}), {})
     assert results["invalid_answers"].severity == "warning"
+
+
+def test_evaluate_step_rules_judges_only_the_kinds_asked_for():
+    results = evaluate_step_rules(history({"invalid_ratio": [0.9] * 4}), defaults(), kinds=("zero_variance_groups",))
+    assert results == {}
 
 
 # ------------------------------------------------------------------------ absent, disabled, empty
@@ -68,159 +94,206 @@ def test_a_disabled_rule_is_absent_even_when_its_condition_holds(kind):
 # ------------------------------------------------------------------------ entropy_collapse
 
 
-def test_entropy_collapse_fires_when_entropy_falls_below_half_its_start():
-    # start = median(0.9, 0.9, 0.9) = 0.9; latest = median(0.3, 0.3, 0.3) = 0.3 = 33% < 50%: a fall by two
-    # thirds, as the real TTRL runs of docs/experiments.md show (tests/alerts/test_real_trajectories.py)
-    finding = judge({"entropy": [0.9, 0.9, 0.9, 0.6, 0.4, 0.3, 0.3, 0.3]}, "entropy_collapse")
-    assert finding.severity == "warning" and finding.step == 8
-    assert finding.message == "entropy fell to 0.3, 33% of its start 0.9 (threshold 50%)"
-    assert finding.values == {"entropy": 0.3, "entropy_start": 0.9, "share": 0.333333, "fraction": 0.5,
-                              "critical_fraction": 0.05}
+def test_entropy_collapse_fires_when_entropy_falls_beyond_its_noise_the_policy_moved_and_the_votes_agree():
+    finding = judge(converging(wobble(falling(1.0, 0.3), 0.02)), "entropy_collapse")
+    assert finding.severity == "warning" and finding.step == 10
+    # start median(0.98, 1.02, 0.98, 1.02, 0.98) = 0.98; steps 8-10 (0.32, 0.28, 0.32): 0.32, 33%
+    # σ = 1.4826 · 0.04 / √2 = 0.0419; noise 1.2533 · 0.0419 · √(1/5 + 1/3) = 0.0384; ±2 of them is 7.8% of 0.98
+    assert finding.message == ("entropy of steps 8–10 is 33% of steps 1–5 (threshold 60%), beyond the run's noise of "
+                               "±7.8%; the majority ratio rose from 0.59 to 0.91; KL to the start 0.01")
+    assert finding.values["entropy"] == 0.32 and finding.values["entropy_start"] == 0.98
+    assert finding.values["share"] == pytest.approx(0.32 / 0.98, abs=1e-5) and finding.values["kl"] == 0.01
+
+
+def test_entropy_collapse_stays_quiet_on_a_swing_within_the_run_s_noise():
+    # the Small CPU preset on two prompts a step: entropy 0.02..0.13 with which prompts were sampled
+    swinging = [0.09, 0.13, 0.03, 0.12, 0.05, 0.13, 0.02, 0.11, 0.03, 0.04, 0.12, 0.03, 0.02]
+    assert judge(converging(swinging), "entropy_collapse") is None
+
+
+def test_entropy_collapse_stays_quiet_when_the_policy_did_not_move():
+    stream = converging(wobble(falling(1.0, 0.3), 0.02), kl=[1e-6] * 10)  # lr 5e-7: KL near a millionth
+    assert judge(stream, "entropy_collapse") is None
+    assert judge(stream, "entropy_collapse", min_kl=0).kind == "entropy_collapse"
+
+
+def test_without_kl_clipped_ratios_say_whether_the_policy_moved():
+    stream = converging(wobble(falling(1.0, 0.3), 0.02))
+    del stream["kl"]
+    assert judge({**stream, "clip_ratio/low": [0.0] * 10, "clip_ratio/high": [0.0] * 10}, "entropy_collapse") is None
+    found = judge({**stream, "clip_ratio/low": [0.0] * 10, "clip_ratio/high": [0.02] * 10}, "entropy_collapse")
+    assert found.message.endswith("; clipped ratios 2%")
+    assert judge(stream, "entropy_collapse").kind == "entropy_collapse"  # a run that logs neither: assumed
+
+
+def test_entropy_collapse_needs_a_second_signal_to_agree_unless_told_not_to():
+    alone = {"entropy": wobble(falling(1.0, 0.3), 0.02), "majority_ratio": wobble([0.6] * 10, 0.01), "kl": MOVED}
+    assert judge(alone, "entropy_collapse") is None
+    assert judge(alone, "entropy_collapse", confirm=False).kind == "entropy_collapse"
+
+
+def test_a_run_that_logs_no_second_signal_is_judged_on_its_entropy_alone():
+    # a run trained elsewhere reporting its metrics through MLflow and no rollouts: no votes to count
+    finding = judge({"entropy": wobble(falling(1.0, 0.3), 0.02), "kl": MOVED}, "entropy_collapse")
+    assert finding.message.endswith("beyond the run's noise of ±7.8%; KL to the start 0.01")
+
+
+@pytest.mark.parametrize("signal, values, said", [
+    ("unique_answers", wobble(falling(4.0, 2.0), 0.1), "distinct answers per prompt fell from 3.9 to 2.1"),
+    ("majority_flip_rate", wobble(falling(0.4, 0.0), 0.02) , "the prompts' majority answers changed between visits "
+                                                             "2% of the time, from 38%"),
+])
+def test_fewer_distinct_answers_or_majorities_that_no_longer_change_agree_too(signal, values, said):
+    stream = {"entropy": wobble(falling(1.0, 0.3), 0.02), signal: values, "kl": MOVED}
+    assert said in judge(stream, "entropy_collapse").message
 
 
 def test_entropy_collapse_says_when_most_answers_are_invalid_too():
     # narrower sampling onto no answer at all is not rollouts agreeing: the message gives the invalid share
-    finding = judge({"entropy": [0.9, 0.9, 0.9, 0.3, 0.3, 0.3], "invalid_ratio": [0.1, 0.1, 0.1, 0.8, 0.9, 0.9]},
-                    "entropy_collapse")
-    assert finding.message == "entropy fell to 0.3, 33% of its start 0.9 (threshold 50%); 90% of answers invalid"
-    assert finding.values["invalid_ratio"] == 0.9
+    stream = converging(wobble(falling(1.0, 0.3), 0.02), invalid_ratio=falling(0.1, 0.9))
+    finding = judge(stream, "entropy_collapse")
+    assert finding.message.endswith("; 90% of answers invalid") and finding.values["invalid_ratio"] == 0.9
 
 
 def test_entropy_collapse_turns_critical_below_a_twentieth_of_its_start():
-    # latest 0.03 is 3.3% of 0.9, under the 5% escalation level
-    finding = judge({"entropy": [0.9, 0.9, 0.9, 0.03, 0.03, 0.03]}, "entropy_collapse")
-    assert finding.severity == "critical"
-    assert finding.message == "entropy fell to 0.03, 3.3% of its start 0.9 (critical below 5%)"
+    finding = judge(converging(wobble(falling(1.0, 0.03), 0.005)), "entropy_collapse")
+    assert finding.severity == "critical" and "critical below 5%" in finding.message
 
 
-def test_entropy_collapse_stays_quiet_while_entropy_keeps_half_its_start():
-    assert judge({"entropy": [0.9, 0.9, 0.9, 0.7, 0.6, 0.5, 0.45]}, "entropy_collapse") is None
-
-
-def test_entropy_collapse_is_absent_before_two_windows_of_steps():
-    assert judge({"entropy": [0.9, 0.9, 0.9, 0.01, 0.01]}, "entropy_collapse") == "absent"
-    assert judge({"entropy": [0.9, 0.9, 0.9, 0.01, 0.01, 0.01]}, "entropy_collapse").kind == "entropy_collapse"
+def test_entropy_collapse_is_absent_before_both_windows_are_full():
+    assert judge(converging([1.0] * 5 + [0.1] * 2), "entropy_collapse") == "absent"
+    assert judge(converging(wobble(falling(1.0, 0.1, 5, 3), 0.01)), "entropy_collapse").kind == "entropy_collapse"
 
 
 def test_entropy_collapse_resolves_when_entropy_recovers_as_evol_rl_does_after_its_evolving_point():
-    # EVOL-RL Fig. 3: a Stage-1 dip, then recovery: latest median 0.6 is 67% of the start
-    stream = [0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.5, 0.6, 0.7]
-    assert judge({"entropy": stream[:6]}, "entropy_collapse").kind == "entropy_collapse"
-    assert judge({"entropy": stream}, "entropy_collapse") is None
+    # EVOL-RL Fig. 3: a dip, then recovery to 80% of the start
+    stream = wobble(falling(1.0, 0.2) + [0.8] * 3, 0.02)
+    assert judge(converging(stream[:10]), "entropy_collapse").kind == "entropy_collapse"
+    assert judge(converging(stream), "entropy_collapse") is None
 
 
 def test_one_noisy_entropy_step_neither_fires_nor_resolves():
-    assert judge({"entropy": [0.9] * 7 + [0.001]}, "entropy_collapse") is None
-    collapsed = [0.9, 0.9, 0.9, 0.05, 0.05, 0.05, 0.05]
-    assert judge({"entropy": collapsed + [5.0]}, "entropy_collapse").kind == "entropy_collapse"
+    assert judge(converging(wobble([1.0] * 9, 0.02) + [0.001]), "entropy_collapse") is None
+    collapsed = wobble(falling(1.0, 0.1, 5, 6), 0.01)
+    assert judge(converging(collapsed + [5.0]), "entropy_collapse").kind == "entropy_collapse"
 
 
 def test_entropy_collapse_skips_missing_and_nan_values():
-    # logged: 0.9, 0.9, 0.9, 0.1, 0.1, 0.1 (six values); the last window holds 0.1, None, 0.1
-    stream = [0.9, float("nan"), 0.9, 0.9, None, 0.1, 0.1, None, 0.1]
-    assert judge({"entropy": stream}, "entropy_collapse").values["entropy"] == 0.1
+    stream = [0.98, float("nan"), 1.02, 0.98, None, 1.02, 0.98, 0.1, None, 0.12, 0.1, 0.12]
+    assert judge(converging(stream), "entropy_collapse").values["entropy"] == 0.12
 
 
 def test_a_zero_or_negative_start_cannot_give_a_fraction_so_entropy_collapse_is_absent():
-    assert judge({"entropy": [0.0] * 8}, "entropy_collapse") == "absent"
-    assert judge({"entropy": [-1.0, -1.0, -1.0, -2.0, -2.0, -2.0]}, "entropy_collapse") == "absent"
+    assert judge(converging([0.0] * 10), "entropy_collapse") == "absent"
+    assert judge(converging(wobble(falling(-1.0, -2.0), 0.01)), "entropy_collapse") == "absent"
 
 
 def test_entropy_collapse_is_absent_when_entropy_stopped_being_logged():
-    assert judge({"entropy": [0.9] * 6 + [None] * 3}, "entropy_collapse") == "absent"
+    assert judge(converging(wobble([0.9] * 7, 0.01) + [None] * 3), "entropy_collapse") == "absent"
 
 
 # ------------------------------------------------------------------------ diversity_collapse
 
 
 def test_diversity_collapse_fires_when_similarity_rises_to_near_duplicates():
-    # start median 0.7, latest median 0.96: at least 0.9 and 0.26 above the start
-    finding = judge({"similarity/mean": [0.7, 0.7, 0.7, 0.8, 0.9, 0.95, 0.96, 0.96]}, "diversity_collapse")
-    assert finding.message == ("rollouts are converging: similarity/mean rose to 0.96 from 0.7 "
-                               "(threshold 0.9 and +0.1)")
-    assert finding.values["similarity"] == 0.96 and finding.values["similarity_start"] == 0.7
+    finding = judge({"similarity/mean": wobble(falling(0.7, 0.96), 0.005), "kl": MOVED}, "diversity_collapse")
+    assert finding.message.startswith("rollouts are converging: similarity/mean of steps 8–10 is 0.965, up from "
+                                      "0.695 over steps 1–5 (threshold 0.9 and +0.1), beyond the run's noise of ±")
+    assert finding.values["similarity"] == 0.965 and finding.values["similarity_start"] == 0.695
 
 
 def test_diversity_collapse_fires_when_unique_answers_fall_to_two_fifths_of_their_start():
-    # start median 5 distinct answers, latest median 2 = 40% of 5
-    finding = judge({"unique_answers": [5, 5, 5, 4, 3, 2, 2, 2]}, "diversity_collapse")
-    assert finding.message == ("rollouts are converging: unique answers per prompt fell to 2, 40% of its start 5 "
-                               "(threshold 40%)")
+    # 2.05 of 4.95 is 41%: above 40%
+    assert judge({"unique_answers": wobble(falling(5.0, 2.0), 0.05), "kl": MOVED}, "diversity_collapse") is None
+    finding = judge({"unique_answers": wobble(falling(5.0, 1.8), 0.05), "kl": MOVED}, "diversity_collapse")
+    assert finding.message.startswith("rollouts are converging: distinct answers per prompt of steps 8–10 is 37% of "
+                                      "steps 1–5 (threshold 40%), beyond the run's noise of ±")
 
 
 def test_diversity_collapse_names_both_signals_when_both_hold():
-    finding = judge({"similarity/mean": [0.7, 0.7, 0.7, 0.95, 0.95, 0.95],
-                     "unique_answers": [6, 6, 6, 1, 1, 1]}, "diversity_collapse")
-    assert "similarity/mean rose to 0.95" in finding.message and "unique answers per prompt fell to 1" in finding.message
+    finding = judge({"similarity/mean": wobble(falling(0.7, 0.95), 0.005),
+                     "unique_answers": wobble(falling(6.0, 1.0), 0.05), "kl": MOVED}, "diversity_collapse")
+    assert "similarity/mean of steps" in finding.message and "distinct answers per prompt" in finding.message
 
 
 def test_diversity_collapse_does_not_read_lost_answers_as_converging_ones():
     # every answer invalid: unique_answers (valid answers only) falls to 0, which is not agreement
-    stream = {"unique_answers": [5, 5, 5, 0, 0, 0], "invalid_ratio": [0.1, 0.1, 0.1, 1.0, 1.0, 1.0]}
+    stream = {"unique_answers": falling(5.0, 0.0), "invalid_ratio": falling(0.1, 1.0), "kl": MOVED}
     assert judge(stream, "diversity_collapse") is None
 
 
 def test_diversity_collapse_on_near_duplicate_text_without_answers_says_so_and_not_converging():
-    stream = {"similarity/mean": [0.7, 0.7, 0.7, 0.95, 0.95, 0.95], "unique_answers": [5, 5, 5, 0, 0, 0],
-              "invalid_ratio": [0.1, 0.1, 0.1, 1.0, 1.0, 1.0]}
+    stream = {"similarity/mean": wobble(falling(0.7, 0.95), 0.005), "unique_answers": falling(5.0, 0.0),
+              "invalid_ratio": falling(0.1, 1.0), "kl": MOVED}
     finding = judge(stream, "diversity_collapse")
-    assert finding.message == ("rollouts are near duplicates: similarity/mean rose to 0.95 from 0.7 "
-                               "(threshold 0.9 and +0.1); 100% of answers invalid")
+    assert finding.message.startswith("rollouts are near duplicates: similarity/mean")
+    assert finding.message.endswith("; 100% of answers invalid")
     assert "converging" not in finding.message and finding.values["invalid_ratio"] == 1.0
 
 
 def test_diversity_collapse_ignores_similarity_that_was_high_from_the_start():
     # cosine similarity of solutions to one problem starts high; 0.88 -> 0.93 is a rise of only 0.05
-    assert judge({"similarity/mean": [0.88, 0.88, 0.88, 0.93, 0.93, 0.93]}, "diversity_collapse") is None
+    assert judge({"similarity/mean": wobble(falling(0.88, 0.93), 0.005), "kl": MOVED}, "diversity_collapse") is None
+
+
+def test_diversity_collapse_stays_quiet_when_the_policy_did_not_move():
+    assert judge({"unique_answers": wobble(falling(5.0, 1.0), 0.05), "kl": [1e-6] * 10}, "diversity_collapse") is None
 
 
 def test_diversity_collapse_stays_quiet_on_a_healthy_stream():
-    healthy = {"similarity/mean": [0.7, 0.72, 0.71, 0.73, 0.72, 0.74, 0.73], "unique_answers": [5, 5, 5, 4, 4, 4, 4]}
+    healthy = {"similarity/mean": wobble([0.7, 0.72, 0.71, 0.73, 0.72, 0.74, 0.73, 0.72, 0.74], 0.005),
+               "unique_answers": wobble([5, 5, 5, 4, 4, 4, 4, 4, 4], 0.1), "kl": MOVED}
     assert judge(healthy, "diversity_collapse") is None
 
 
-def test_diversity_collapse_is_absent_until_either_signal_has_two_windows():
-    short = {"similarity/mean": [0.7, 0.7, 0.99, 0.99, 0.99], "unique_answers": [5, 5, 1, 1, 1]}
+def test_diversity_collapse_is_absent_until_either_signal_has_both_windows():
+    short = {"similarity/mean": [0.7, 0.7, 0.99, 0.99, 0.99], "unique_answers": [5, 5, 1, 1, 1], "kl": MOVED}
     assert judge(short, "diversity_collapse") == "absent"
 
 
 def test_diversity_collapse_resolves_when_answers_spread_out_again():
-    stream = [5, 5, 5, 1, 1, 1, 4, 4, 4]
-    assert judge({"unique_answers": stream[:6]}, "diversity_collapse").kind == "diversity_collapse"
-    assert judge({"unique_answers": stream}, "diversity_collapse") is None
+    stream = wobble(falling(5.0, 1.0) + [4.0] * 3, 0.05)
+    assert judge({"unique_answers": stream[:10], "kl": MOVED}, "diversity_collapse").kind == "diversity_collapse"
+    assert judge({"unique_answers": stream, "kl": MOVED + [0.01] * 3}, "diversity_collapse") is None
 
 
 def test_one_noisy_similarity_step_does_not_fire_diversity_collapse():
-    assert judge({"similarity/mean": [0.7] * 7 + [0.99]}, "diversity_collapse") is None
+    assert judge({"similarity/mean": wobble([0.7] * 9, 0.005) + [0.99], "kl": MOVED}, "diversity_collapse") is None
 
 
 # ------------------------------------------------------------------------ majority_lock_in
 
 
-def test_majority_lock_in_fires_when_nearly_every_rollout_agrees_for_a_window():
-    # latest median(0.96, 0.97, 0.98) = 0.97 >= 0.95
-    finding = judge({"majority_ratio": [0.6, 0.8, 0.9, 0.96, 0.97, 0.98]}, "majority_lock_in")
-    assert finding.message == ("majority_ratio is 0.97 over the last 3 steps (threshold 0.95): "
-                               "nearly every rollout agrees with its prompt's majority answer")
-    assert finding.values == {"majority_ratio": 0.97, "consensus": 0.95}
+def test_majority_lock_in_fires_when_training_drove_nearly_every_rollout_onto_the_majority():
+    finding = judge({"majority_ratio": wobble(falling(0.6, 0.97), 0.005), "kl": MOVED}, "majority_lock_in")
+    assert finding.message.startswith("majority_ratio of steps 8–10 is 0.975, up from 0.595 over steps 1–5 "
+                                      "(threshold 0.95), beyond the run's noise of ±")
+    assert finding.message.endswith(": nearly every rollout agrees with its prompt's majority answer; "
+                                    "KL to the start 0.01")
+    assert finding.values["majority_ratio"] == 0.975 and finding.values["consensus"] == 0.95
+
+
+def test_a_vote_unanimous_from_the_start_was_not_locked_in_by_training():
+    # a small policy on easy problems samples one answer from step 1: there is nothing for training to lock in
+    assert judge({"majority_ratio": wobble([0.98] * 10, 0.01), "kl": MOVED}, "majority_lock_in") is None
 
 
 def test_majority_lock_in_stays_quiet_while_rollouts_still_disagree():
-    assert judge({"majority_ratio": [0.6, 0.7, 0.8, 0.85]}, "majority_lock_in") is None
+    assert judge({"majority_ratio": wobble(falling(0.6, 0.85), 0.005), "kl": MOVED}, "majority_lock_in") is None
 
 
-def test_majority_lock_in_is_absent_with_fewer_steps_than_its_window():
-    assert judge({"majority_ratio": [1.0, 1.0]}, "majority_lock_in") == "absent"
+def test_majority_lock_in_is_absent_before_both_windows_are_full():
+    assert judge({"majority_ratio": [0.6, 1.0, 1.0], "kl": [0.01] * 3}, "majority_lock_in") == "absent"
 
 
 def test_majority_lock_in_resolves_when_disagreement_returns():
-    stream = [0.97, 0.98, 0.99, 0.8, 0.7, 0.75]
-    assert judge({"majority_ratio": stream[:3]}, "majority_lock_in").kind == "majority_lock_in"
-    assert judge({"majority_ratio": stream}, "majority_lock_in") is None
+    stream = wobble(falling(0.6, 0.98) + [0.75] * 3, 0.005)
+    assert judge({"majority_ratio": stream[:10], "kl": MOVED}, "majority_lock_in").kind == "majority_lock_in"
+    assert judge({"majority_ratio": stream, "kl": MOVED + [0.01] * 3}, "majority_lock_in") is None
 
 
 def test_one_unanimous_step_does_not_fire_majority_lock_in():
-    assert judge({"majority_ratio": [0.7, 0.7, 0.7, 1.0]}, "majority_lock_in") is None
+    assert judge({"majority_ratio": wobble([0.7] * 9, 0.01) + [1.0], "kl": MOVED}, "majority_lock_in") is None
 
 
 # ------------------------------------------------------------------------ pass_at_k_divergence
@@ -231,12 +304,20 @@ DIVERGING_PASS_16 = [0.70, 0.70, 0.69, 0.64, 0.62, 0.60]
 
 def test_pass_at_k_divergence_fires_when_pass_at_16_falls_while_pass_at_1_rises():
     # smoothed points 3..6: (0.31, 0.70) (0.32, 0.69) (0.34, 0.64) (0.36, 0.62); the best pass@16 at
-    # least 3 points back is 0.70 (with pass@1 0.31); now 0.62, a drop of 0.08 >= 0.05
+    # least 3 points back is 0.70 (with pass@1 0.31); now 0.62, a drop of 0.08 >= 0.05; pass@16's |Δ| are
+    # 0, 0.01, 0.05, 0.02, 0.02: σ = 1.4826 · 0.02 / √2, noise 2 · 1.2533 · σ · √(2/3) = 0.043
     finding = judge({"pass@1": DIVERGING_PASS_1, "pass@16": DIVERGING_PASS_16}, "pass_at_k_divergence")
-    assert finding.message == ("pass@16 fell from its best 0.7 to 0.62 (−0.08, threshold 0.05) "
-                               "while pass@1 rose from 0.31 to 0.36")
+    assert finding.message == ("pass@16 fell from its best 0.7 to 0.62 (−0.08, threshold 0.05, the run's noise "
+                               "±0.0429) while pass@1 rose from 0.31 to 0.36")
     assert finding.values == {"pass_at_1": 0.36, "pass_at_1_before": 0.31, "pass_at_k": 0.62,
-                              "pass_at_k_before": 0.7, "k": 16.0, "drop": 0.08, "min_drop": 0.05}
+                              "pass_at_k_before": 0.7, "k": 16.0, "drop": 0.08, "min_drop": 0.05,
+                              "noise": finding.values["noise"]}
+    assert finding.values["noise"] == pytest.approx(0.0429, abs=1e-4)
+
+
+def test_pass_at_k_divergence_stays_quiet_when_the_drop_is_within_pass_at_k_s_noise():
+    noisy = [0.70, 0.62, 0.72, 0.60, 0.71, 0.60, 0.70, 0.61]
+    assert judge({"pass@1": [0.3] * 8, "pass@16": noisy}, "pass_at_k_divergence") is None
 
 
 def test_pass_at_k_divergence_stays_quiet_when_both_rise_as_under_evol_rl():
@@ -257,9 +338,10 @@ def test_pass_at_k_divergence_is_absent_without_held_out_labels_or_with_too_few_
 
 def test_pass_at_k_divergence_prefers_the_largest_eval_pass_at_k_when_enough_evaluations_exist():
     gap = [None]
-    # eval every other step: six evaluations of eval/pass@1, eval/pass@4 and eval/pass@16
-    def sparse(values):
+
+    def sparse(values):  # an evaluation every other step
         return [x for value in values for x in (gap[0], value)]
+
     stream = {
         "pass@1": [0.3] * 12, "pass@16": [0.7] * 12,  # the training figures are flat
         "eval/pass@1": sparse(DIVERGING_PASS_1),
@@ -297,19 +379,29 @@ def test_one_noisy_pass_at_k_point_does_not_fire_the_divergence():
 
 
 def test_length_collapse_fires_when_responses_shrink_below_half_their_start():
-    # start median(300, 310, 290) = 300; latest median(100, 90, 90) = 90 = 30% < 50%
-    finding = judge({"response_length/mean": [300, 310, 290, 200, 120, 100, 90, 90]}, "length_collapse")
-    assert finding.message == "mean response length fell to 90, 30% of its start 300 (threshold 50%)"
-    assert finding.values == {"length": 90.0, "length_start": 300.0, "fraction": 0.5}
+    finding = judge({"response_length/mean": wobble(falling(300, 90), 5), "kl": MOVED}, "length_collapse")
+    assert finding.message.startswith("mean response length of steps 8–10 is 32% of steps 1–5 (threshold 50%), "
+                                      "beyond the run's noise of ±")
+    assert finding.message.endswith("; KL to the start 0.01")
+    assert finding.values["length"] == 95.0 and finding.values["length_start"] == 295.0
 
 
-def test_length_collapse_fires_when_half_the_rollouts_are_truncated():
-    # too few lengths to compare with a start, but truncated_ratio median(0.4, 0.6, 0.7) = 0.6 >= 0.5
-    stream = {"response_length/mean": [300, 400, 500, 600], "truncated_ratio": [0.1, 0.4, 0.6, 0.7]}
-    finding = judge(stream, "length_collapse")
-    assert finding.message == ("responses are pinned at the length limit: 60% truncated at max_completion_length "
-                               "(threshold 50%)")
-    assert finding.values == {"truncated_ratio": 0.6, "pinned_ratio": 0.5}
+def test_length_collapse_fires_when_half_the_rollouts_are_truncated_on_their_counts():
+    # 4 prompts × 16 votes a step: steps 2-4 truncated 0.6, 0.6, 0.7 of 192 rollouts, Wilson's low end 56%
+    stream = {"response_length/mean": [300, 400, 500, 600], "truncated_ratio": [0.1, 0.6, 0.6, 0.7]}
+    found = evaluate_step_rules(History(steps=[1, 2, 3, 4], metrics=stream, prompts_per_step=4, n_votes=16),
+                                defaults())["length_collapse"]
+    assert found.message == ("responses are pinned at the length limit: 63% of steps 2–4 truncated at "
+                             "max_completion_length (threshold 50%, at least 56% on 192 counted)")
+    assert found.values == {"truncated_ratio": 0.633333, "pinned_ratio": 0.5}
+
+
+def test_a_few_truncated_rollouts_cannot_claim_half_of_them():
+    # 2 prompts × 4 votes: 24 rollouts over the window, 63% truncated, could be 44%
+    stream = {"truncated_ratio": [0.1, 0.6, 0.6, 0.7]}
+    found = evaluate_step_rules(History(steps=[1, 2, 3, 4], metrics=stream, prompts_per_step=2, n_votes=4),
+                                defaults())["length_collapse"]
+    assert found is None
 
 
 def test_length_collapse_reads_the_mean_length_against_the_limit_when_truncation_is_not_logged():
@@ -321,33 +413,48 @@ def test_length_collapse_reads_the_mean_length_against_the_limit_when_truncation
 
 
 def test_length_collapse_stays_quiet_on_a_healthy_stream():
-    healthy = {"response_length/mean": [300, 310, 290, 280, 260, 250, 255], "truncated_ratio": [0.05] * 7}
+    healthy = {"response_length/mean": wobble([300, 310, 290, 280, 260, 250, 255, 260, 250], 5),
+               "truncated_ratio": [0.05] * 9, "kl": MOVED}
     assert judge(healthy, "length_collapse", max_completion_length=1024) is None
 
 
-def test_length_collapse_is_absent_before_two_windows_without_truncation_figures():
+def test_length_collapse_stays_quiet_when_the_policy_did_not_move():
+    stream = {"response_length/mean": wobble(falling(300, 90), 5), "kl": [1e-6] * 10}
+    assert judge(stream, "length_collapse") is None
+
+
+def test_length_collapse_is_absent_before_both_windows_without_truncation_figures():
     assert judge({"response_length/mean": [300, 300, 300, 60, 60]}, "length_collapse") == "absent"
 
 
 def test_length_collapse_resolves_when_reasoning_grows_again():
-    stream = [300, 300, 300, 60, 60, 60, 200, 220, 240]
-    assert judge({"response_length/mean": stream[:6]}, "length_collapse").kind == "length_collapse"
-    assert judge({"response_length/mean": stream}, "length_collapse") is None
+    stream = wobble(falling(300, 60) + [240] * 3, 5)
+    assert judge({"response_length/mean": stream[:10], "kl": MOVED}, "length_collapse").kind == "length_collapse"
+    assert judge({"response_length/mean": stream, "kl": MOVED + [0.01] * 3}, "length_collapse") is None
 
 
 def test_one_short_step_does_not_fire_length_collapse():
-    assert judge({"response_length/mean": [300] * 7 + [20], "truncated_ratio": [0.0] * 7 + [0.9]},
-                 "length_collapse") is None
+    assert judge({"response_length/mean": wobble([300] * 9, 5) + [20], "truncated_ratio": [0.0] * 9 + [0.9],
+                  "kl": MOVED}, "length_collapse") is None
 
 
 # ------------------------------------------------------------------------ invalid_answers
 
 
 def test_invalid_answers_fires_when_half_the_rollouts_have_no_boxed_answer():
-    # median(0.5, 0.6, 0.7) = 0.6 >= 0.5
-    finding = judge({"invalid_ratio": [0.1, 0.2, 0.5, 0.6, 0.7]}, "invalid_answers")
-    assert finding.message == "60% of rollouts have no valid boxed answer (threshold 50%)"
-    assert finding.values == {"invalid_ratio": 0.6, "max_ratio": 0.5}
+    # 2 prompts × 16 votes: steps 3-5 at 0.7, 0.8, 0.9 of 96 rollouts: 80%, Wilson's low end 70.7%
+    stream = {"invalid_ratio": [0.1, 0.2, 0.7, 0.8, 0.9]}
+    finding = evaluate_step_rules(History(steps=[1, 2, 3, 4, 5], metrics=stream, prompts_per_step=2, n_votes=16),
+                                  defaults())["invalid_answers"]
+    assert finding.message == ("80% of rollouts over steps 3–5 have no valid boxed answer (threshold 50%, at least "
+                               "71% on 96 counted)")
+    assert finding.values == {"invalid_ratio": 0.8, "low": 0.707105, "max_ratio": 0.5}
+
+
+def test_invalid_answers_on_a_run_of_unknown_size_is_judged_in_its_own_noise():
+    assert judge({"invalid_ratio": [0.9, 0.9, 0.9, 0.9]}, "invalid_answers").message.endswith(
+        "(threshold 50%, at least 90% within the run's noise)")
+    assert judge({"invalid_ratio": [0.1, 0.9, 0.2, 0.9, 0.3, 0.9]}, "invalid_answers") is None  # half, but noisy
 
 
 def test_invalid_answers_stays_quiet_when_most_answers_are_valid():
@@ -370,11 +477,18 @@ def test_one_step_of_invalid_answers_does_not_fire():
 
 
 def test_zero_variance_groups_fires_when_four_prompts_in_five_carry_no_advantage():
-    # median(0.8, 0.9, 0.95) = 0.9 >= 0.8
-    finding = judge({"zero_variance_groups": [0.2, 0.5, 0.8, 0.9, 0.95]}, "zero_variance_groups")
-    assert finding.message == ("90% of prompts gave every trained rollout the same reward, so GRPO learns nothing "
-                               "from them (threshold 80%)")
-    assert finding.values == {"zero_variance_groups": 0.9, "max_ratio": 0.8}
+    stream = {"zero_variance_groups": [0.2, 0.5, 0.9, 0.95, 1.0]}
+    finding = evaluate_step_rules(History(steps=[1, 2, 3, 4, 5], metrics=stream, prompts_per_step=32),
+                                  defaults())["zero_variance_groups"]
+    assert finding.message == ("95% of prompts over steps 3–5 gave every trained rollout the same reward, so GRPO "
+                               "learns nothing from them (threshold 80%, at least 88% on 96 counted)")
+
+
+def test_two_prompts_a_step_cannot_show_that_four_in_five_are_flat():
+    # the Small CPU preset: every prompt flat for three steps is six prompts, which could be 60% of the run's
+    stream = {"zero_variance_groups": [1.0, 1.0, 1.0, 1.0]}
+    assert evaluate_step_rules(History(steps=[1, 2, 3, 4], metrics=stream, prompts_per_step=2),
+                               defaults())["zero_variance_groups"] is None
 
 
 def test_zero_variance_groups_stays_quiet_while_most_groups_still_disagree():
@@ -433,9 +547,9 @@ def test_run_failed_shortens_a_very_long_failure_message():
 
 
 def test_findings_serialise_to_plain_json():
-    finding = judge({"entropy": [0.9, 0.9, 0.9, 0.09, 0.09, 0.09]}, "entropy_collapse")
+    finding = judge(converging(wobble(falling(0.9, 0.09), 0.01)), "entropy_collapse")
     payload = json.loads(json.dumps(finding.to_json()))
-    assert payload == {"kind": "entropy_collapse", "severity": "warning", "step": 6, "message": finding.message,
+    assert payload == {"kind": "entropy_collapse", "severity": "warning", "step": 10, "message": finding.message,
                        "values": finding.values}
     assert all(type(v) is float and math.isfinite(v) for v in payload["values"].values())
     assert isinstance(finding, Finding)
@@ -450,24 +564,25 @@ def decay(start: float, end: float, rate: float, n: int = 30) -> list[float]:
 
 
 def collapsing_ttrl_stream() -> dict:
-    """30 steps of majority-only training collapsing as in EVOL-RL Figures 1 and 3."""
-    entropy = decay(1.2, 0.05, 0.8)
+    """30 steps of majority-only training collapsing as in EVOL-RL Figures 1 and 3, a little noise on each."""
+    entropy = wobble(decay(1.2, 0.05, 0.8), 0.01)
     entropy[24] = 0.9  # one noisy step at step 25, deep in the collapse
     return {
         "entropy": entropy,
-        "response_length/mean": decay(300, 60, 0.85),
-        "majority_ratio": decay(0.55, 1.0, 0.8),
-        "unique_answers": decay(6, 1, 0.8),
-        "similarity/mean": decay(0.7, 0.98, 0.85),
+        "response_length/mean": wobble(decay(300, 60, 0.85), 2),
+        "majority_ratio": wobble(decay(0.55, 1.0, 0.8), 0.005),
+        "unique_answers": wobble(decay(6, 1, 0.8), 0.05),
+        "similarity/mean": wobble(decay(0.7, 0.98, 0.85), 0.003),
         "zero_variance_groups": decay(0.05, 0.95, 0.85),
         "invalid_ratio": decay(0.1, 0.02, 0.8),
         "truncated_ratio": decay(0.15, 0.0, 0.8),
         "pass@1": decay(0.3, 0.45, 0.85),
         "pass@16": decay(0.7, 0.5, 0.85),
+        "kl": [0.01] * 30,
     }
 
 
-def test_a_thirty_step_ttrl_collapse_opens_the_expected_alerts_in_the_expected_order():
+def test_a_thirty_step_ttrl_collapse_opens_the_collapse_alerts_and_they_stay_open():
     stream = collapsing_ttrl_stream()
     thresholds = resolve_thresholds()
     first_fired, open_at = {}, {}
@@ -480,32 +595,14 @@ def test_a_thirty_step_ttrl_collapse_opens_the_expected_alerts_in_the_expected_o
         open_at[n] = {kind for kind, finding in results.items() if finding is not None}
         for kind in open_at[n]:
             first_fired.setdefault(kind, n)
-
-    # Worked by hand: a smoothed value is the previous step's value (median of a monotone window).
-    # pass@16: smoothed 0.67 at step 3, 0.604 at step 6: −0.066 while pass@1 rose          -> step 6
-    # length: start 264, half is 132; length(9) = 125.4                                        -> step 10
-    # unique answers: start 5, 40% is 2; unique(9) = 1.84 (and similarity(9) = 0.904 >= 0.9)   -> step 10
-    # entropy: start 0.97, half is 0.485; entropy(6) = 0.427 (entropy(5) = 0.521)               -> step 7
-    # majority_ratio(11) = 0.952 >= 0.95 (majority_ratio(10) = 0.940)                          -> step 12
-    # zero_variance_groups(13) = 0.822 >= 0.8 (zero_variance_groups(12) = 0.799)               -> step 14
-    assert first_fired == {
-        "pass_at_k_divergence": 6,
-        "length_collapse": 10,
-        "diversity_collapse": 10,
-        "entropy_collapse": 7,
-        "majority_lock_in": 12,
-        "zero_variance_groups": 14,
-    }
+    assert set(first_fired) == {"pass_at_k_divergence", "length_collapse", "diversity_collapse", "entropy_collapse",
+                                "majority_lock_in", "zero_variance_groups"}
+    # entropy: start median of steps 1-5 ≈ 0.81, below 60% of it (with the votes converging) by step 8
+    assert first_fired["entropy_collapse"] <= 8 and first_fired["pass_at_k_divergence"] <= 8
     # once open, each stays open to the end: the 0.9 entropy spike at step 25 resolves nothing
     for kind, step in first_fired.items():
         assert all(kind in open_at[n] for n in range(step, 31)), kind
-
     final = evaluate_step_rules(history(stream, 1024), thresholds)
     assert set(final) == set(STEP_KINDS)  # every rule could judge this run
     assert final["invalid_answers"] is None  # answers stay well formed: 2% invalid
-    assert final["entropy_collapse"].severity == "warning"  # 0.0522 is 5.4% of 0.97, just above critical
-    assert final["entropy_collapse"].message == "entropy fell to 0.0522, 5.4% of its start 0.97 (threshold 50%)"
-    assert final["length_collapse"].message.startswith("mean response length fell to 62.5, 24% of its start 264")
-    # pass@16 median(0.5025, 0.5021, 0.5018) against its best smoothed point 0.67 (step 3)
-    assert final["pass_at_k_divergence"].values["pass_at_k"] == 0.5021
-    assert final["pass_at_k_divergence"].values["pass_at_k_before"] == 0.67
+    assert final["entropy_collapse"].severity == "warning"

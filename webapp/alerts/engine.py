@@ -4,7 +4,6 @@ lives in webapp/alerts/rules.py; this module feeds it a run's history and persis
 
 Called where events are ingested (webapp/runs/ingestion.py, every new step), when a run ends
 failed (webapp/runs/lifecycle.py) and by the periodic stalled-run check."""
-import bisect
 import logging
 import math
 
@@ -22,22 +21,19 @@ from webapp.tasks import DELIVER_WEBHOOK, JUDGE_FAILED_RULES, SEND_ALERT_EMAIL, 
 
 from . import failures
 from .rule_specs import RULES, STEP_RULE_KINDS, resolve_thresholds
-from .rules import History, evaluate_run_failed, evaluate_stalled, evaluate_step_rules
+from .rules import (HEAD_STEPS, QUIET_STEPS_TO_RESOLVE, TAIL_STEPS, History, evaluate_run_failed, evaluate_stalled,
+                    evaluate_step_rules)
 from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
 
 log = logging.getLogger(__name__)
 
-# How much history a rule sees: its start (the first steps) and its recent past. Rules
-# compare a smoothed recent value with the start, so the middle of a long run is not read.
-HEAD_STEPS, TAIL_STEPS = 20, 200
-# An alert resolves once its condition has not held for this many steps in a row. Judged on a few prompts a step,
-# a metric near its threshold crosses it back and forth: on the real TTRL run of docs/experiments.md
-# entropy_collapse opened, resolved and reopened three times in ten steps, and each opening sent its webhooks
-# and emails again.
-QUIET_STEPS_TO_RESOLVE = 5
 # Alerts a run's end leaves as they are (end_of_run): news of the end itself, and of work that outlives the run.
 OUTLIVE_THEIR_RUN = ("run_failed", failures.KIND)
-RULE_METRICS = sorted({name for spec in RULES.values() for name in spec.metrics})
+# What the rules read: each rule's own metrics, and the signals they all may consult (whether the policy moved,
+# a second signal agreeing with a fall of entropy)
+RULE_METRICS = sorted({name for spec in RULES.values() for name in spec.metrics}
+                      | {"kl", "clip_ratio/low", "clip_ratio/high", "majority_ratio", "unique_answers",
+                         "majority_flip_rate", "invalid_ratio", "truncated_ratio"})
 
 
 def alerts_queue() -> str:
@@ -58,7 +54,7 @@ def _finite(value):
 def load_history(run, up_to_step: int | None = None, tail_from: int | None = None) -> History:
     """The rules' metrics at the run's first HEAD_STEPS steps (start values) and at the TAIL_STEPS
     steps before tail_from (default: up_to_step) up to up_to_step (default: the last logged step)."""
-    return _history(_load_by_step(run, up_to_step, tail_from), _max_length(run))
+    return _history(_load_by_step(run, up_to_step, tail_from), run)
 
 
 def _load_by_step(run, up_to_step: int | None, tail_from: int | None) -> dict:
@@ -120,28 +116,22 @@ class RuleMemory:
             del self.by_step[step]
 
 
-def _history(by_step: dict, max_completion_length) -> History:
+def _history(by_step: dict, run) -> History:
     steps = sorted(by_step)
     names = sorted({n for values in by_step.values() for n in values})
     metrics = {n: [by_step[s].get(n) for s in steps] for n in names}
-    return History(steps=steps, metrics=metrics, max_completion_length=max_completion_length, clean=True)
+    return History(steps=steps, metrics=metrics, max_completion_length=_max_length(run), clean=True,
+                   **size_of(run))
 
 
-def _history_at(history: History, step: int) -> History:
-    """What load_history(run, up_to_step=step) reads, cut from a history loaded for a batch of steps:
-    the head steps and the TAIL_STEPS before `step` (bisect, so a long batch stays linear)."""
-    steps = history.steps
-    if not steps:
-        return history
-    head_end = bisect.bisect_right(steps, min(steps[0] + HEAD_STEPS, step))
-    tail_start = max(head_end, bisect.bisect_left(steps, step - TAIL_STEPS))
-    tail_end = max(tail_start, bisect.bisect_right(steps, step))
-
-    def cut(values):
-        return values[:head_end] + values[tail_start:tail_end]
-
-    return History(steps=cut(steps), metrics={n: cut(values) for n, values in history.metrics.items()},
-                   max_completion_length=history.max_completion_length, clean=history.clean)
+def size_of(run) -> dict:
+    """The run's prompts per step and votes, which a share's counts are judged on; unknown for a run trained
+    elsewhere (its figures are judged in their own noise)."""
+    if run.is_external:
+        return {}
+    values = run.hyperparameters or {}
+    return {name: int(values[name]) for name in ("prompts_per_step", "n_votes")
+            if isinstance(values.get(name), (int, float)) and values[name] > 0}
 
 
 def _max_length(run):
@@ -177,7 +167,7 @@ def evaluate_steps(run, steps: list[int], memory: RuleMemory | None = None,
     steps = sorted(set(steps))
     if memory is None:  # one read for the whole batch
         memory = RuleMemory(_load_by_step(run, up_to_step=steps[-1], tail_from=steps[0]))
-    history = _history(memory.by_step, _max_length(run))
+    history = _history(memory.by_step, run)
     with transaction.atomic(savepoint=False):  # inside ingestion's transaction: no savepoint round trips
         # a healthy run has none: one raw look, and the rows are read (and locked) only when there are
         any_active = bulk.fetch(f"SELECT 1 FROM {Alert._meta.db_table} WHERE run_id = %s AND state IN "
@@ -187,7 +177,7 @@ def evaluate_steps(run, steps: list[int], memory: RuleMemory | None = None,
         pending = {}  # rule -> updates held in memory since the alert was last saved
         failing = {}  # rule -> (step, error) where it raised, while it raises
         for step in steps:
-            for kind, finding in _judge(run, _history_at(history, step), thresholds, kinds, step, failing).items():
+            for kind, finding in _judge(run, history.at(step), thresholds, kinds, step, failing).items():
                 alert = active.get(kind)
                 if finding is None:
                     if alert is not None and step - alert.last_step >= QUIET_STEPS_TO_RESOLVE:

@@ -69,10 +69,28 @@ def _common(severity: str) -> tuple[Param, Param]:
 def _window(default: int = 3) -> Param:
     return Param(
         "window", "int", default,
-        "Smoothing: the rule reads the median of the last this many steps, so one noisy step neither "
-        "opens nor resolves an alert; start values are the median of the first this many logged values.",
-        1, 100,
+        "The recent past a rule judges: the median of the last this many steps, so one noisy step neither opens nor "
+        "resolves an alert (a share of counted things is pooled over them).", 1, 100,
     )
+
+
+def _trend(window: int = 3, start_window: int = 5, z: float = 2.0) -> tuple[Param, ...]:
+    """The statistics every step rule judges with (webapp/alerts/trend.py)."""
+    return (
+        _window(window),
+        Param("start_window", "int", start_window, "The start a trend is measured from: the median of the run's "
+              "first this many logged steps.", 1, 100),
+        # two standard errors: about one chance in forty that sampling alone moves a window this far
+        Param("z", "float", z, "A change counts only beyond this many standard errors of the run's own noise "
+              "(estimated from its step-to-step spread, or from the counts of a share).", 0.0, 10.0),
+    )
+
+
+def _moved(default: float = 1e-3) -> Param:
+    # The Small CPU preset at lr 5e-7 kept KL near 1e-6 while its entropy swung 0.02-0.13 with the prompts sampled;
+    # the corpus's TTRL runs that learn reach 1e-3 within a few steps (docs/alert-corpus.md)
+    return Param("min_kl", "float", default, "The policy must have moved: mean KL to its start over the window at "
+                 "least this (without KL, some PPO ratios clipped; without either, assumed).", 0.0, 10.0)
 
 
 def _ratio(name: str, default: float, help_text: str) -> Param:
@@ -86,65 +104,70 @@ RULES: dict[str, RuleSpec] = {
             kind="entropy_collapse",
             title="Entropy collapse",
             description=(
-                "Policy entropy fell far below where the run started. EVOL-RL (Figures 1 and 3) shows it as the "
-                "first symptom of majority-only training: TTRL's entropy drops sharply in the first steps and "
-                "stays near zero for the rest of the run, while EVOL-RL's dips too but recovers after its "
-                "\"evolving point\" (so an alert opened in that dip resolves). Defaults: the median entropy of the "
-                "last 3 steps below half its start (the median of the first 3 logged steps) opens a warning; "
-                "below 5% it becomes critical. Half, because real collapses are gradual and noisy: the TTRL runs "
-                "of docs/experiments.md lose two thirds of their entropy, and their smoothed entropy stays between "
-                "23% and 47% of the start once collapsed (a fifth would never see them). Needs at least 2 × "
-                "window logged steps."
+                "Policy entropy fell far below where the run started, for real. EVOL-RL (Figures 1 and 3) shows it as "
+                "the first symptom of majority-only training: TTRL's entropy drops and stays down, while EVOL-RL's "
+                "dips and recovers after its \"evolving point\" (an alert opened in the dip resolves). A step's "
+                "entropy is measured on the few prompts it sampled, so the rule compares the median of the last 3 "
+                "steps with the median of the first 5 and opens only when (1) it is below 60% of the start, (2) the fall "
+                "is beyond 2 standard errors of the run's own noise, (3) the policy moved (mean KL to its start at "
+                "least 0.001, or ratios clipped), and (4) a second signal agrees: the majority ratio up, distinct "
+                "answers down, or the prompts' majority answers no longer changing between visits, each beyond its "
+                "noise (a run that logs none of these, such as one trained elsewhere reporting no rollouts, is judged on its "
+                "entropy alone). Below 5% of the start it turns critical. Judged on the labelled corpus "
+                "(docs/alert-corpus.md)."
             ),
             metrics=("entropy",),
-            params=_common("warning") + (
-                _window(),
-                # EVOL-RL Fig. 3: TTRL's entropy falls and stays down; docs/experiments.md's real TTRL runs fall by
-                # two thirds, to 23-47% of the start (smoothed), while healthy runs stay above 80%
-                _ratio("fraction", 0.5, "Open when smoothed entropy < fraction × its start value."),
+            params=_common("warning") + _trend() + (
+                # EVOL-RL Fig. 3: TTRL's entropy falls and stays down; in the labelled corpus the collapsed runs' entropy
+                # ends at 30-55% of its start, the healthy ones' mostly above 60% (docs/alert-corpus.md)
+                _ratio("fraction", 0.6, "Open when the recent median entropy < fraction × the start's."),
                 # EVOL-RL Fig. 1/3: "collapses entropy": at 5% of the start, sampling is nearly deterministic
                 _ratio("critical_fraction", 0.05, "Escalate to critical below this fraction of the start (0 never)."),
+                _moved(),
+                Param("confirm", "bool", True, "Also need a second signal to agree (majority ratio up, distinct "
+                      "answers down, or majority answers no longer changing), each beyond its noise."),
             ),
         ),
         RuleSpec(
             kind="diversity_collapse",
             title="Diversity collapse",
             description=(
-                "Rollouts for the same prompt became near duplicates: similarity/mean up, unique answers down. "
+                "Rollouts for the same prompt became near duplicates: similarity/mean up, distinct answers down. "
                 "EVOL-RL (Figure 1, \"sustains reasoning diversity\"; the similarity-matrix case study, Figure 8 "
                 "of the conference version) rewards novelty precisely because majority-only training homogenises "
-                "reasoning traces. Opens when either signal holds: the smoothed similarity/mean is at least 0.9 "
-                "and at least 0.1 above its start (cosine similarity of unrelated solutions to one problem is "
-                "already high, so the rise matters as much as the level), or unique answers per prompt fell to "
-                "40% of their start or less (e.g. 5 distinct answers down to 2). Either signal alone can judge "
-                "the run; each needs 2 × window logged steps."
+                "reasoning traces. Opens when either signal holds beyond 2 standard errors of the run's noise, and "
+                "the policy moved: the recent median similarity/mean at least 0.9 and at least 0.1 above the start "
+                "(cosine similarity of unrelated solutions to one problem is already high, so the rise matters as "
+                "much as the level), or distinct answers per prompt at 40% of their start or less (5 down to 2). "
+                "Recent is the median of the last 3 steps, the start of the first 5."
             ),
             metrics=("similarity/mean", "unique_answers"),
-            params=_common("warning") + (
-                _window(),
+            params=_common("warning") + _trend() + (
                 # EVOL-RL conf. Fig. 8: majority reasoning paths are similar but not identical; ≥ 0.9 is near-duplicate
-                _ratio("similarity_level", 0.9, "Similarity branch: smoothed similarity/mean at least this ..."),
+                _ratio("similarity_level", 0.9, "Similarity branch: recent similarity/mean at least this ..."),
                 # EVOL-RL Fig. 1: the drift is what matters; +0.1 above the start is well beyond step noise
                 _ratio("similarity_rise", 0.1, "... and at least this much above its start value."),
                 # EVOL-RL Fig. 1 "drives pass@n down": fewer distinct answers means fewer chances per prompt
-                _ratio("unique_fraction", 0.4, "Answer branch: smoothed unique_answers ≤ this fraction of its start."),
+                _ratio("unique_fraction", 0.4, "Answer branch: recent unique_answers ≤ this fraction of its start."),
+                _moved(),
             ),
         ),
         RuleSpec(
             kind="majority_lock_in",
             title="Majority lock-in",
             description=(
-                "Almost every rollout agrees with its prompt's majority answer, so the majority-vote reward is "
-                "nearly constant and the pseudo-label can no longer improve. EVOL-RL (Figure 5) shows TTRL's "
+                "Training drove almost every rollout onto its prompt's majority answer, so the majority-vote reward "
+                "is nearly constant and the pseudo-label can no longer improve. EVOL-RL (Figure 5) shows TTRL's "
                 "maj@16 reaching a plateau early and staying there (\"locked in, unable to discover better "
-                "solutions\"). Default: the median majority_ratio of the last 3 steps at or above 0.95, i.e. "
-                "about 61 of 64 votes on the majority answer. Needs at least window logged steps."
+                "solutions\"). Default: the median majority_ratio of the last 3 steps at 0.95 or more (about 61 of 64 "
+                "votes), from under it over the first 5, the rise beyond 2 standard errors of the run's noise and the "
+                "policy moved. A vote unanimous from the first steps was not locked in by training."
             ),
             metrics=("majority_ratio",),
-            params=_common("warning") + (
-                _window(),
+            params=_common("warning") + _trend() + (
                 # EVOL-RL Fig. 5: TTRL's consensus plateaus; at 95% agreement a 64-vote group has ≤ 3 dissenters
-                _ratio("consensus", 0.95, "Open when smoothed majority_ratio ≥ this."),
+                _ratio("consensus", 0.95, "Open when the recent median majority_ratio ≥ this."),
+                _moved(),
             ),
         ),
         RuleSpec(
@@ -156,24 +179,14 @@ RULES: dict[str, RuleSpec] = {
                 "Qwen3-4B's MATH pass@1 from 67.4 to 79.3 while its pass@16 falls from 89.6 to 83.2, and "
                 "AIME24 pass@16 falls from 32.4 to 23.2 when trained on AIME24 itself). Uses eval/pass@1 with "
                 "the largest logged eval/pass@K when there are enough evaluations, otherwise the training "
-                "pass@1 and pass@16; absent for prompts without held-out labels. Defaults: each point is the "
-                "median of 3 logged points; the latest is compared with pass@k's best point at least 3 logged "
-                "points earlier, and the alert opens when pass@k is at least 0.05 below it (5 points, smaller "
-                "than the 6 to 16 point losses of Table 1) while pass@1 is no lower than it was then. It stays "
-                "open while pass@k stays down, as TTRL's does."
+                "pass@1 and pass@16; absent for prompts without held-out labels. Defaults: the median pass@k of the "
+                "last 3 points logging both is at least 0.05 below the median of the first 5 (5 points, smaller than "
+                "the 6 to 16 point losses of Table 1) and the fall is beyond 2 standard errors of pass@k's own noise "
+                "(a training batch of 4 prompts reads pass@16 in quarters), while pass@1's median is no lower than at "
+                "the start. It stays open while pass@k stays down, as TTRL's does."
             ),
             metrics=("pass@1", "pass@16", "eval/pass@1", "eval/pass@16"),
-            params=_common("warning") + (
-                Param(
-                    "window", "int", 3,
-                    "Smoothing: each side of the comparison is the median of this many logged points.", 1, 100,
-                ),
-                # EVOL-RL Fig. 1: the divergence builds over many steps; compare with points well before the latest
-                Param(
-                    "lookback", "int", 3,
-                    "Compare the latest smoothed point with pass@k's best smoothed point at least this many logged "
-                    "points earlier.", 1, 1000,
-                ),
+            params=_common("warning") + _trend() + (
                 # EVOL-RL Table 1: TTRL's pass@16 losses are 6 to 16 points; 5 points is below all of them
                 _ratio("min_drop", 0.05, "Open when pass@k fell by at least this (absolute) and pass@1 did not fall."),
             ),
@@ -185,18 +198,19 @@ RULES: dict[str, RuleSpec] = {
                 "Responses shrank to a fraction of their start, or are pinned at max_completion_length. "
                 "EVOL-RL (Figures 1 and 3) shows majority-only training \"shortens reasoning\": TTRL's mean "
                 "length falls in the first steps and never recovers, while EVOL-RL's grows again. Defaults: "
-                "the median response_length/mean of the last 3 steps below half its start opens a warning; so "
-                "does a median truncated_ratio of 0.5 or more (half the rollouts cut off, usually without a "
-                "boxed answer), or, when truncated_ratio is not logged, a mean length at 95% of "
-                "max_completion_length or more. The message says which."
+                "the median response_length/mean of the last 3 steps below half the median of the first 5, beyond "
+                "2 standard errors of the run's noise and the policy moved, opens a warning; so does half the "
+                "rollouts or more truncated (the Wilson interval's low end over the window's rollouts, when the run's "
+                "size is known: usually they carry no boxed answer), or, when truncated_ratio is not logged, a "
+                "mean length at 95% of max_completion_length or more. The message says which."
             ),
             metrics=("response_length/mean", "truncated_ratio"),
-            params=_common("warning") + (
-                _window(),
+            params=_common("warning") + _trend() + (
                 # EVOL-RL Fig. 1/3: TTRL "shortens reasoning"; halving the length is far beyond step noise
-                _ratio("fraction", 0.5, "Open when smoothed mean length < fraction × its start value."),
+                _ratio("fraction", 0.5, "Open when the recent median length < fraction × the start's."),
                 # truncated rollouts carry no boxed answer, so at half truncated the vote runs on a minority
-                _ratio("pinned_ratio", 0.5, "Open when smoothed truncated_ratio ≥ this (pinned at the limit)."),
+                _ratio("pinned_ratio", 0.5, "Open when truncated_ratio is at least this (pinned at the limit)."),
+                _moved(),
             ),
         ),
         RuleSpec(
@@ -206,14 +220,15 @@ RULES: dict[str, RuleSpec] = {
                 "Many rollouts have no valid boxed answer. EVOL-RL scores such a response −1 (its validity "
                 "check, §2) and leaves it out of the vote and the similarity matrix, so when invalid answers "
                 "dominate the pseudo-label is voted by a minority of the samples and the reward mostly teaches "
-                "format. Default: the median invalid_ratio of the last 3 steps at 0.5 or more. Often a symptom "
-                "of truncation (see length_collapse) or of a prompt without a \\boxed{} instruction."
+                "format. Default: half the rollouts of the last 3 steps or more, by the low end of the Wilson "
+                "interval of their count when the run's size is known (prompts × votes a step), else beyond 2 "
+                "standard errors of the run's noise. Often a symptom of truncation (see length_collapse) or of a "
+                "prompt without a \\boxed{} instruction."
             ),
             metrics=("invalid_ratio",),
-            params=_common("warning") + (
-                _window(),
+            params=_common("warning") + _trend() + (
                 # EVOL-RL §2 validity: invalid answers get −1; at half invalid the majority is voted by a minority
-                _ratio("max_ratio", 0.5, "Open when smoothed invalid_ratio ≥ this."),
+                _ratio("max_ratio", 0.5, "Open when invalid_ratio is at least this, beyond the noise."),
             ),
         ),
         RuleSpec(
@@ -225,14 +240,14 @@ RULES: dict[str, RuleSpec] = {
                 "like from the optimiser's side (EVOL-RL Figures 3 and 5: TTRL stops improving once consensus "
                 "sets in); R-Zero keeps only questions with 3 to 7 of 10 answers on the majority for the same "
                 "reason. EVOL-RL's novelty term keeps rewards varied inside a unanimous group, so it rarely "
-                "trips this rule. Default: the median zero_variance_groups of the last 3 steps at 0.8 or more "
-                "(four prompts in five carry no gradient)."
+                "trips this rule. Default: four prompts in five or more over the last 3 steps, by the low end of the "
+                "Wilson interval of the prompts counted (two prompts a step can never show it: six flat prompts "
+                "leave a low end of 60%), else beyond 2 standard errors of the run's noise."
             ),
             metrics=("zero_variance_groups",),
-            params=_common("warning") + (
-                _window(),
+            params=_common("warning") + _trend() + (
                 # R-Zero's 3..7-of-10 filter drops unanimous groups; at 80% unanimous, 4 in 5 prompts are wasted
-                _ratio("max_ratio", 0.8, "Open when smoothed zero_variance_groups ≥ this."),
+                _ratio("max_ratio", 0.8, "Open when zero_variance_groups is at least this, beyond the noise."),
             ),
         ),
         RuleSpec(
@@ -247,23 +262,23 @@ RULES: dict[str, RuleSpec] = {
                 "noise (EVOL-RL §2 scores an invalid response −1; R-Zero penalises repetition). Rising entropy "
                 "alone is not enough: after EVOL-RL's \"evolving point\" (Figure 3) entropy and length rise while "
                 "the answers stay valid; and answers invalid from the first steps are a prompt format or a limit "
-                "too short for the policy (invalid_answers), not degeneration. Defaults: the median invalid_ratio "
-                "of the last 3 steps at 0.9 or more, from under 0.9 over the first 3, and either the median entropy "
-                "at 1.5 × its start or more, or rollouts pinned at the limit (median truncated_ratio 0.5 or more; "
-                "without truncated_ratio, a mean length at 95% of max_completion_length). The message gives the "
-                "entropy, the invalid share and the length against the limit as seen."
+                "too short for the policy (invalid_answers), not degeneration. Defaults: invalid answers over the "
+                "last 3 steps at 0.9 or more (the low end of their Wilson interval, when the run's size is known), "
+                "from under 0.9 over the first 3, and either the median entropy at 1.5 × its start or more, or "
+                "rollouts pinned at the limit (truncated_ratio 0.5 or more; without truncated_ratio, a mean length "
+                "at 95% of max_completion_length). The message gives the entropy, the invalid share and the length "
+                "against the limit as seen."
             ),
             metrics=("invalid_ratio", "entropy", "response_length/mean", "truncated_ratio"),
-            params=_common("critical") + (
-                _window(),
+            params=_common("critical") + _trend(window=3, start_window=3) + (
                 # EVOL-RL Fig. 3: its healthy recovery lifts entropy gradually, with valid answers; half again above
                 # the start with the answers gone is noise
-                Param("entropy_rise", "float", 1.5, "Noisy text: smoothed entropy ≥ this × its start value ...",
+                Param("entropy_rise", "float", 1.5, "Noisy text: recent median entropy ≥ this × its start ...",
                       1.0, 100.0),
                 # as length_collapse: at half truncated, most rollouts never reach an answer
-                _ratio("pinned_ratio", 0.5, "... or run-on text: smoothed truncated_ratio ≥ this ..."),
+                _ratio("pinned_ratio", 0.5, "... or run-on text: truncated_ratio at least this ..."),
                 # EVOL-RL §2 validity check: at 90% invalid the vote is cast by a tenth of the samples or fewer
-                _ratio("min_invalid", 0.9, "... while smoothed invalid_ratio ≥ this, and was below it at the start."),
+                _ratio("min_invalid", 0.9, "... while invalid_ratio is at least this, and was below it at the start."),
             ),
         ),
         RuleSpec(

@@ -16,24 +16,29 @@ rules' messages then say how many answers are invalid instead of calling it conv
 Figures in the paper text are images, so exact thresholds are our choice; each
 rule's description says which observation it rests on and what its defaults mean.
 
-Smoothing: every step-based rule reads the **median** of the last ``window`` steps
-(missing and NaN values skipped), and a start value is the median of the first
-``window`` logged values. With the default window of 3 a single wild step can neither
-raise an alert nor resolve an open one, however extreme it is (a moving mean can be
-dragged across a threshold by one outlier).
+Statistics (webapp/alerts/trend.py): a rule judges a trend, never a sample. A step's figure is measured on the
+few prompts the step sampled, so it swings with which prompts they were; a rule compares the median of its last
+``window`` steps with the median of the run's first ``start_window`` steps and calls the change real only beyond
+``z`` times the run's own noise (estimated from the step-to-step spread of the run itself), and a share of counted
+things (invalid answers, flat groups) by the Wilson interval of those counts. Rules about learning dynamics also
+need the policy to have moved (its KL to the start, or clipped ratios), and entropy_collapse a second signal to
+agree. Each message says what was compared with what.
 
 Pure Python: no Django, no numpy, so the web process can import it cheaply.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
-from statistics import median
-from typing import Callable, Sequence
+from statistics import mean, median
+from typing import Sequence
 
-from .rule_specs import STEP_RULE_KINDS, rule_thresholds
 from rl.params import finite
+
+from . import trend
+from .rule_specs import STEP_RULE_KINDS, rule_thresholds
 
 # A mean length this close to max_completion_length counts as pinned at the limit when the
 # run logs no truncated_ratio (a mean that high needs most rollouts to hit the cap).
@@ -42,6 +47,15 @@ _PINNED_MEAN_LENGTH = 0.95
 # (EVOL-RL §2 leaves invalid answers out of the vote: at half invalid the majority is voted by a minority).
 _MOSTLY_INVALID = 0.5
 _MAX_FAILURE_MESSAGE = 1000  # characters of a failure message quoted in the alert
+
+# How much history a rule sees: its start (the first steps) and its recent past. Rules compare a recent window
+# with the start, so the middle of a long run is not read (the engine loads no more; the backtest cuts the same).
+HEAD_STEPS, TAIL_STEPS = 20, 200
+# An alert resolves once its condition has not held for this many steps in a row. Judged on a few prompts a step,
+# a metric near its threshold crosses it back and forth: on the real TTRL run of docs/experiments.md
+# entropy_collapse opened, resolved and reopened three times in ten steps, and each opening sent its webhooks
+# and emails again.
+QUIET_STEPS_TO_RESOLVE = 5
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -55,6 +69,9 @@ class History:
     # True when every value is a finite float or None already (the server cleans what it loads), so
     # series() need not check each one again: ingestion judges every step of a batch.
     clean: bool = False
+    # The run's size, when known (runs Evolab trains): a share of counted things is judged on its counts
+    prompts_per_step: int | None = None
+    n_votes: int | None = None
 
     def series(self, name: str) -> list[float | None] | None:
         """The metric aligned with ``steps`` (NaN and non-numbers as None), or None if never logged."""
@@ -65,6 +82,26 @@ class History:
         values = list(raw[:n]) if self.clean else [finite(v) for v in list(raw)[:n]]
         values += [None] * (n - len(values))
         return values if values.count(None) != n else None
+
+    def at(self, step: int) -> "History":
+        """What the rules read when `step` is the latest: the first HEAD_STEPS steps and the TAIL_STEPS before
+        `step` (bisect, so judging every step of a long history stays linear)."""
+        steps = self.steps
+        if not steps:
+            return self
+        head_end = bisect.bisect_right(steps, min(steps[0] + HEAD_STEPS, step))
+        tail_start = max(head_end, bisect.bisect_left(steps, step - TAIL_STEPS))
+        tail_end = max(tail_start, bisect.bisect_right(steps, step))
+
+        def cut(values):
+            return values[:head_end] + values[tail_start:tail_end]
+
+        return History(steps=cut(steps), metrics={n: cut(values) for n, values in self.metrics.items()},
+                       max_completion_length=self.max_completion_length, clean=self.clean,
+                       prompts_per_step=self.prompts_per_step, n_votes=self.n_votes)
+
+    def rollouts_per_step(self) -> int | None:
+        return self.prompts_per_step * self.n_votes if self.prompts_per_step and self.n_votes else None
 
 
 @dataclass
@@ -92,7 +129,7 @@ _ABSENT = object()
 
 def evaluate_step_rules(history: History, thresholds: dict[str, dict],
                         kinds: Sequence[str] = STEP_RULE_KINDS) -> dict[str, Finding | None]:
-    """The step-based rules (STEP_RULE_KINDS, or those of ``kinds``) judged at the latest step of ``history``.
+    """The step-based rules (`kinds`, every one by default) judged at the latest step of ``history``.
 
     ``{kind: Finding}`` where the condition holds, ``{kind: None}`` where the rule could
     judge and the run looks healthy (an open alert then resolves); a kind is absent when
@@ -137,65 +174,134 @@ def evaluate_run_failed(message: str, step: int | None, thresholds: dict | None)
     return Finding("run_failed", rule["severity"], step, f"run failed: {text}", {})
 
 
+# --------------------------------------------------------------------------- shared judgements
+
+
+def _compare(history: History, name: str, rule: dict) -> trend.Comparison | None:
+    """The metric's recent window against its start, in the run's noise (trend.compare)."""
+    values = history.series(name)
+    if values is None:
+        return None
+    return trend.compare(history.steps, values, rule["start_window"], rule["window"])
+
+
+def _beyond_noise(comparison: trend.Comparison, rule: dict) -> str:
+    return f"beyond the run's noise of ±{trend.percent(comparison.noise_share(rule['z']))}"
+
+
+@dataclass
+class _Movement:
+    moved: bool
+    said: str  # "" when nothing tells
+    values: dict
+
+
+def _policy_moved(history: History, rule: dict) -> _Movement:
+    """Whether the policy has left where it started, over the recent window: its mean KL to the reference at least
+    `min_kl`; without KL, ratios clipped by PPO (clip_ratio/low + high above 0); without either, assumed (a run
+    trained elsewhere may log neither). A run at a learning rate too small to move it has nothing to collapse: its
+    figures swing with the prompts each step samples (the Small CPU preset's entropy went from 0.02 to 0.13 and back
+    with a KL near 1e-6)."""
+    window = rule["window"]
+    kl = _tail_mean(history.series("kl"), window)
+    if kl is not None:
+        return _Movement(kl >= rule["min_kl"], f"KL to the start {_num(kl)}", {"kl": kl, "min_kl": rule["min_kl"]})
+    clipped = [_tail_mean(history.series(name), window) for name in ("clip_ratio/low", "clip_ratio/high")]
+    if any(c is not None for c in clipped):
+        total = sum(c for c in clipped if c is not None)
+        return _Movement(total > 0, f"clipped ratios {trend.percent(total)}", {"clip_ratio": total})
+    return _Movement(True, "", {})
+
+
+SECOND_SIGNALS = ("majority_ratio", "unique_answers", "majority_flip_rate")
+
+
+def _second_signal(history: History, rule: dict) -> tuple[str, dict] | None:
+    """A label-free signal that agrees the run is converging, beyond its noise: the majority ratio up, or distinct
+    answers per prompt down (invalid answers aside), or the prompts' majority answers no longer changing between
+    visits. None when none agrees; ("", {}) when the run logs none of them (a run trained elsewhere that reports
+    its metrics but no rollouts), whose entropy is then judged alone."""
+    if all(history.series(name) is None for name in SECOND_SIGNALS):
+        return "", {}
+    votes = _compare(history, "majority_ratio", rule)
+    if votes is not None and votes.change > 0 and votes.beyond(rule["z"]):
+        return (f"the majority ratio rose from {_num(votes.start)} to {_num(votes.recent)}",
+                {"majority_ratio": votes.recent, "majority_ratio_start": votes.start})
+    answers = _compare(history, "unique_answers", rule)
+    if answers is not None and _mostly_invalid(history, rule["window"]) is None and answers.change < 0 \
+            and answers.beyond(rule["z"]):
+        return (f"distinct answers per prompt fell from {_num(answers.start)} to {_num(answers.recent)}",
+                {"unique_answers": answers.recent, "unique_answers_start": answers.start})
+    flips = _compare(history, "majority_flip_rate", rule)
+    if flips is not None and flips.change < 0 and flips.beyond(rule["z"]):
+        return (f"the prompts' majority answers changed between visits {trend.percent(flips.recent)} of the time, "
+                f"from {trend.percent(flips.start)}",
+                {"majority_flip_rate": flips.recent, "majority_flip_rate_start": flips.start})
+    return None
+
+
 # --------------------------------------------------------------------------- the step rules
 
 
 def _entropy_collapse(history: History, rule: dict):
-    entropy = history.series("entropy")
-    window = rule["window"]
-    judged = _latest_and_start(entropy, window)
-    if judged is None:
+    entropy = _compare(history, "entropy", rule)
+    if entropy is None or entropy.start <= 0:
         return _ABSENT
-    recent, start = judged
-    share = recent / start
-    if share >= rule["fraction"]:
+    share = entropy.recent / entropy.start
+    if share >= rule["fraction"] or not entropy.beyond(rule["z"]):
+        return None
+    movement = _policy_moved(history, rule)
+    if not movement.moved:
+        return None
+    second = _second_signal(history, rule) if rule["confirm"] else ("", {})
+    if second is None:
         return None
     critical = share < rule["critical_fraction"]
     threshold = f"critical below {_pct(rule['critical_fraction'])}" if critical else f"threshold {_pct(rule['fraction'])}"
-    message = f"entropy fell to {_num(recent)}, {_pct(share)} of its start {_num(start)} ({threshold})"
-    invalid = _mostly_invalid(history, window)
-    extra = {}
+    parts = [f"{entropy.window_text('entropy')} ({threshold}), {_beyond_noise(entropy, rule)}"]
+    parts += [said for said in (second[0], movement.said) if said]
+    extra = dict(second[1], **movement.values)
+    invalid = _mostly_invalid(history, rule["window"])
     if invalid is not None:  # sampling narrowed onto no answer at all: say so, it is not answers converging
-        message += f"; {_pct(invalid)} of answers invalid"
+        parts.append(f"{_pct(invalid)} of answers invalid")
         extra["invalid_ratio"] = invalid
     return _finding(
-        history, "entropy_collapse", "critical" if critical else rule["severity"], message,
-        entropy=recent, entropy_start=start, share=share, fraction=rule["fraction"],
-        critical_fraction=rule["critical_fraction"], **extra,
+        history, "entropy_collapse", "critical" if critical else rule["severity"], "; ".join(parts),
+        entropy=entropy.recent, entropy_start=entropy.start, share=share, noise=entropy.noise,
+        fraction=rule["fraction"], critical_fraction=rule["critical_fraction"], **extra,
     )
 
 
 def _diversity_collapse(history: History, rule: dict):
-    window = rule["window"]
-    # similarity is judged by its rise, not as a fraction of its start, so a zero start is fine
-    similarity = _latest_and_start(history.series("similarity/mean"), window, positive_start=False)
-    unique = _latest_and_start(history.series("unique_answers"), window)
+    similarity, unique = _compare(history, "similarity/mean", rule), _compare(history, "unique_answers", rule)
     if similarity is None and unique is None:
         return _ABSENT
     reasons, values = [], {}
     if similarity is not None:
-        recent, start = similarity
-        values.update(similarity=recent, similarity_start=start)
-        if recent >= rule["similarity_level"] and recent - start >= rule["similarity_rise"]:
-            reasons.append(
-                f"similarity/mean rose to {_num(recent)} from {_num(start)} "
-                f"(threshold {_num(rule['similarity_level'])} and +{_num(rule['similarity_rise'])})"
-            )
-    invalid = _mostly_invalid(history, window)
-    if unique is not None:
-        recent, start = unique
-        values.update(unique_answers=recent, unique_answers_start=start)
+        values.update(similarity=similarity.recent, similarity_start=similarity.start)
+        if similarity.recent >= rule["similarity_level"] and similarity.change >= rule["similarity_rise"] \
+                and similarity.beyond(rule["z"]):
+            reasons.append(f"similarity/mean of steps {_span(similarity.recent_steps)} is {_num(similarity.recent)}, "
+                           f"up from {_num(similarity.start)} over steps {_span(similarity.start_steps)} (threshold "
+                           f"{_num(rule['similarity_level'])} and +{_num(rule['similarity_rise'])}), "
+                           f"{_beyond_noise(similarity, rule)}")
+    invalid = _mostly_invalid(history, rule["window"])
+    if unique is not None and unique.start > 0:
+        values.update(unique_answers=unique.recent, unique_answers_start=unique.start)
         # unique_answers counts valid answers only: when most are invalid, fewer of them is lost answers, not
         # agreement (the degeneration and invalid_answers rules say what happened)
-        if invalid is None and recent <= rule["unique_fraction"] * start:
-            reasons.append(
-                f"unique answers per prompt fell to {_num(recent)}, {_pct(recent / start)} of its start "
-                f"{_num(start)} (threshold {_pct(rule['unique_fraction'])})"
-            )
+        if invalid is None and unique.recent <= rule["unique_fraction"] * unique.start and unique.beyond(rule["z"]):
+            reasons.append(f"{unique.window_text('distinct answers per prompt')} (threshold "
+                           f"{_pct(rule['unique_fraction'])}), {_beyond_noise(unique, rule)}")
     if not reasons:
         return None
+    movement = _policy_moved(history, rule)
+    if not movement.moved:
+        return None
     values.update(similarity_level=rule["similarity_level"], similarity_rise=rule["similarity_rise"],
-                  unique_fraction=rule["unique_fraction"])
+                  unique_fraction=rule["unique_fraction"], **movement.values)
+    if movement.said:
+        reasons.append(movement.said)
     if invalid is None:
         message = "rollouts are converging: " + "; ".join(reasons)
     else:  # near-duplicate text with no answer in it converges on nothing
@@ -205,59 +311,64 @@ def _diversity_collapse(history: History, rule: dict):
 
 
 def _majority_lock_in(history: History, rule: dict):
-    window = rule["window"]
-    ratio = _recent_if_enough(history.series("majority_ratio"), window, needed=window)
-    if ratio is None:
+    votes = _compare(history, "majority_ratio", rule)
+    if votes is None:
         return _ABSENT
-    if ratio < rule["consensus"]:
+    # a vote unanimous from the start was not locked in by training: the policy samples one answer already
+    if votes.recent < rule["consensus"] or votes.start >= rule["consensus"] or not votes.beyond(rule["z"]):
         return None
+    movement = _policy_moved(history, rule)
+    if not movement.moved:
+        return None
+    said = f"; {movement.said}" if movement.said else ""
     return _finding(
         history, "majority_lock_in", rule["severity"],
-        f"majority_ratio is {_num(ratio)} over the last {window} steps (threshold {_num(rule['consensus'])}): "
-        "nearly every rollout agrees with its prompt's majority answer",
-        majority_ratio=ratio, consensus=rule["consensus"],
+        f"majority_ratio of steps {_span(votes.recent_steps)} is {_num(votes.recent)}, up from {_num(votes.start)} "
+        f"over steps {_span(votes.start_steps)} (threshold {_num(rule['consensus'])}), {_beyond_noise(votes, rule)}: "
+        f"nearly every rollout agrees with its prompt's majority answer{said}",
+        majority_ratio=votes.recent, majority_ratio_start=votes.start, consensus=rule["consensus"], **movement.values,
     )
 
 
 def _pass_at_k_divergence(history: History, rule: dict):
-    window, lookback = rule["window"], rule["lookback"]
-    source = _pass_at_k_source(history, needed=window + lookback)
+    source = _pass_at_k_source(history, needed=rule["start_window"] + rule["window"])
     if source is None:
         return _ABSENT
-    name_1, name_k, k, pairs = source
-    smoothed = [_median_pair(pairs[i - window + 1: i + 1]) for i in range(window - 1, len(pairs))]
-    now_1, now_k = smoothed[-1]
-    # the reference is pass@k's best smoothed point at least `lookback` points back, so a
-    # pass@k that fell and then plateaued keeps the alert open (TTRL stays collapsed, Fig. 3)
-    before_1, before_k = max(smoothed[: len(smoothed) - lookback], key=lambda pair: pair[1])
-    drop = before_k - now_k
-    if drop <= 0 or drop < rule["min_drop"] or now_1 < before_1:
+    name_1, name_k, k, steps, first, kth = source
+    at_k = trend.compare(steps, kth, rule["start_window"], rule["window"])
+    at_1 = trend.compare(steps, first, rule["start_window"], rule["window"])
+    if at_k is None or at_1 is None:
+        return _ABSENT
+    drop = -at_k.change
+    if drop < rule["min_drop"] or not at_k.beyond(rule["z"]) or at_1.recent < at_1.start:
         return None
-    trend = "rose" if now_1 > before_1 else "held"
+    trend_1 = "rose" if at_1.recent > at_1.start else "held"
+    noise = rule["z"] * at_k.noise
     return _finding(
         history, "pass_at_k_divergence", rule["severity"],
-        f"{name_k} fell from its best {_num(before_k)} to {_num(now_k)} (−{_num(drop)}, threshold "
-        f"{_num(rule['min_drop'])}) while {name_1} {trend} from {_num(before_1)} to {_num(now_1)}",
-        pass_at_1=now_1, pass_at_1_before=before_1, pass_at_k=now_k, pass_at_k_before=before_k,
-        k=k, drop=drop, min_drop=rule["min_drop"],
+        f"{name_k} of steps {_span(at_k.recent_steps)} is {_num(at_k.recent)}, down {_num(drop)} from "
+        f"{_num(at_k.start)} over steps {_span(at_k.start_steps)} (threshold {_num(rule['min_drop'])}), beyond the "
+        f"run's noise of ±{_num(noise)}, while {name_1} {trend_1} from {_num(at_1.start)} to {_num(at_1.recent)}",
+        pass_at_1=at_1.recent, pass_at_1_start=at_1.start, pass_at_k=at_k.recent, pass_at_k_start=at_k.start,
+        k=k, drop=drop, min_drop=rule["min_drop"], noise=noise,
     )
 
 
 def _length_collapse(history: History, rule: dict):
-    window = rule["window"]
-    lengths = history.series("response_length/mean")
-    shrunk = _latest_and_start(lengths, window)
-    pinned = _pinned_at_limit(history, lengths, rule)
-    if shrunk is None and pinned is None:
+    lengths = _compare(history, "response_length/mean", rule)
+    pinned = _pinned_at_limit(history, rule)
+    if lengths is None and pinned is None:
         return _ABSENT
-    if shrunk is not None:
-        recent, start = shrunk
-        if recent < rule["fraction"] * start:
+    if lengths is not None and lengths.start > 0 and lengths.recent < rule["fraction"] * lengths.start \
+            and lengths.beyond(rule["z"]):
+        movement = _policy_moved(history, rule)
+        if movement.moved:
+            said = f"; {movement.said}" if movement.said else ""
             return _finding(
                 history, "length_collapse", rule["severity"],
-                f"mean response length fell to {_num(recent)}, {_pct(recent / start)} of its start {_num(start)} "
-                f"(threshold {_pct(rule['fraction'])})",
-                length=recent, length_start=start, fraction=rule["fraction"],
+                f"{lengths.window_text('mean response length')} (threshold {_pct(rule['fraction'])}), "
+                f"{_beyond_noise(lengths, rule)}{said}",
+                length=lengths.recent, length_start=lengths.start, fraction=rule["fraction"], **movement.values,
             )
     if pinned is not None and pinned.fires:
         return _finding(history, "length_collapse", rule["severity"], pinned.message, **pinned.values)
@@ -271,21 +382,22 @@ class _Pinned:
     values: dict
 
 
-def _pinned_at_limit(history: History, lengths: list[float | None] | None, rule: dict) -> _Pinned | None:
-    """Whether rollouts are pinned at max_completion_length; None when that cannot be judged."""
+def _pinned_at_limit(history: History, rule: dict) -> _Pinned | None:
+    """Whether rollouts are pinned at max_completion_length, beyond the count's noise; None when that cannot be
+    judged."""
     window = rule["window"]
-    truncated = _recent_if_enough(history.series("truncated_ratio"), window, needed=window)
+    truncated = _share(history, "truncated_ratio", rule, history.rollouts_per_step())
     if truncated is not None:
         return _Pinned(
-            truncated >= rule["pinned_ratio"],
-            f"responses are pinned at the length limit: {_pct(truncated)} truncated at max_completion_length "
-            f"(threshold {_pct(rule['pinned_ratio'])})",
-            {"truncated_ratio": truncated, "pinned_ratio": rule["pinned_ratio"]},
+            truncated.low >= rule["pinned_ratio"],
+            f"responses are pinned at the length limit: {_pct(truncated.mean)} of steps {_span(truncated.steps)} "
+            f"truncated at max_completion_length (threshold {_pct(rule['pinned_ratio'])}, {_band(truncated)})",
+            {"truncated_ratio": truncated.mean, "pinned_ratio": rule["pinned_ratio"]},
         )
     limit = history.max_completion_length
     if history.series("truncated_ratio") is not None or not limit or limit <= 0:
         return None  # truncated_ratio logged but too short yet, or no limit known
-    recent = _recent_if_enough(lengths, window, needed=window)
+    recent = _recent_if_enough(history.series("response_length/mean"), window, needed=window)
     if recent is None:
         return None
     return _Pinned(
@@ -300,34 +412,33 @@ def _degeneration(history: History, rule: dict):
     """The answers went from mostly valid to nearly all invalid while the text came apart: noisier (entropy up)
     or run on to the length limit (often one token repeated, entropy then down). Not a collapse: nothing converges."""
     window = rule["window"]
-    invalid_series = history.series("invalid_ratio")
-    invalid_logged = _logged(invalid_series)
-    entropy_series = history.series("entropy")
-    entropy = _latest_and_start(entropy_series, window)
-    pinned = _pinned_at_limit(history, history.series("response_length/mean"), rule)
+    invalid_logged = _logged(history.series("invalid_ratio"))
+    entropy = _compare(history, "entropy", rule)
+    pinned = _pinned_at_limit(history, rule)
+    invalid = _share(history, "invalid_ratio", rule, history.rollouts_per_step())
     # the start may overlap the latest window: the answers' fall is judged as soon as one step follows the start
-    if len(invalid_logged) < window + 1 or (entropy is None and pinned is None):
+    if len(invalid_logged) < rule["start_window"] + 1 or invalid is None or (entropy is None and pinned is None):
         return _ABSENT
-    invalid, invalid_start = _recent(invalid_series, window), median(invalid_logged[:window])
-    if invalid is None:  # logged before, not over the latest steps (a run's rollouts grouped behind its metrics)
-        return _ABSENT
-    rose = entropy is not None and entropy[0] >= rule["entropy_rise"] * entropy[1]
+    invalid_start = median(invalid_logged[:rule["start_window"]])
+    rose = entropy is not None and entropy.start > 0 and entropy.recent >= rule["entropy_rise"] * entropy.start
     # invalid from the start is a prompt format or a limit too short for the policy (invalid_answers says so)
-    if invalid < rule["min_invalid"] or invalid_start >= rule["min_invalid"] or not (rose or (pinned and pinned.fires)):
+    if invalid.low < rule["min_invalid"] or invalid_start >= rule["min_invalid"] \
+            or not (rose or (pinned and pinned.fires)):
         return None
-    values = {"invalid_ratio": invalid, "invalid_start": invalid_start, "min_invalid": rule["min_invalid"]}
+    values = {"invalid_ratio": invalid.mean, "invalid_start": invalid_start, "min_invalid": rule["min_invalid"]}
     parts = []
-    if entropy is not None:
-        recent, start = entropy
-        first_step = history.steps[next(i for i, v in enumerate(entropy_series) if v is not None)]
-        trend = "rose" if recent > start else "fell" if recent < start else "held"
-        said = f"entropy {trend} from {_num(start)} to {_num(recent)} over {history.steps[-1] - first_step} steps"
+    if entropy is not None and entropy.start > 0:
+        direction = "rose" if entropy.change > 0 else "fell" if entropy.change < 0 else "held"
+        said = (f"entropy {direction} from {_num(entropy.start)} over steps {_span(entropy.start_steps)} to "
+                f"{_num(entropy.recent)} over steps {_span(entropy.recent_steps)}")
         if rose:
-            said += f" ({_num(recent / start)}× its start, threshold {_num(rule['entropy_rise'])}×)"
+            said += f" ({_num(entropy.recent / entropy.start)}× its start, threshold {_num(rule['entropy_rise'])}×)"
         parts.append(said)
-        values.update(entropy=recent, entropy_start=start, rise=recent / start, entropy_rise=rule["entropy_rise"])
-    parts.append(f"{_pct(invalid)} of answers invalid, from {_pct(invalid_start)} at the start "
-                 f"(threshold {_pct(rule['min_invalid'])})")
+        values.update(entropy=entropy.recent, entropy_start=entropy.start, rise=entropy.recent / entropy.start,
+                      entropy_rise=rule["entropy_rise"])
+    counted = f" ({_band(invalid)})" if invalid.counted else ""
+    parts.append(f"{_pct(invalid.mean)} of answers invalid over steps {_span(invalid.steps)}{counted}, "
+                 f"from {_pct(invalid_start)} at the start (threshold {_pct(rule['min_invalid'])})")
     parts += _length_seen(history, window, values)
     return _finding(history, "degeneration", rule["severity"], "; ".join(parts), **values)
 
@@ -352,20 +463,28 @@ def _length_seen(history: History, window: int, values: dict) -> list[str]:
     return said
 
 
-def _ratio_rule(kind: str, metric: str, describe: Callable[[float, float], str]):
-    """A rule that opens when the smoothed share ``metric`` reaches ``max_ratio``."""
+def _invalid_answers(history: History, rule: dict):
+    invalid = _share(history, "invalid_ratio", rule, history.rollouts_per_step())
+    if invalid is None:
+        return _ABSENT
+    if invalid.low < rule["max_ratio"]:
+        return None
+    return _finding(history, "invalid_answers", rule["severity"],
+                    f"{_pct(invalid.mean)} of rollouts over steps {_span(invalid.steps)} have no valid boxed answer "
+                    f"(threshold {_pct(rule['max_ratio'])}, {_band(invalid)})",
+                    invalid_ratio=invalid.mean, low=invalid.low, max_ratio=rule["max_ratio"])
 
-    def rule_fn(history: History, rule: dict):
-        window = rule["window"]
-        ratio = _recent_if_enough(history.series(metric), window, needed=window)
-        if ratio is None:
-            return _ABSENT
-        if ratio < rule["max_ratio"]:
-            return None
-        return _finding(history, kind, rule["severity"], describe(ratio, rule["max_ratio"]),
-                        **{metric: ratio, "max_ratio": rule["max_ratio"]})
 
-    return rule_fn
+def _zero_variance_groups(history: History, rule: dict):
+    flat = _share(history, "zero_variance_groups", rule, history.prompts_per_step)
+    if flat is None:
+        return _ABSENT
+    if flat.low < rule["max_ratio"]:
+        return None
+    return _finding(history, "zero_variance_groups", rule["severity"],
+                    f"{_pct(flat.mean)} of prompts over steps {_span(flat.steps)} gave every trained rollout the same "
+                    f"reward, so GRPO learns nothing from them (threshold {_pct(rule['max_ratio'])}, {_band(flat)})",
+                    zero_variance_groups=flat.mean, low=flat.low, max_ratio=rule["max_ratio"])
 
 
 _STEP_RULES = {
@@ -375,21 +494,27 @@ _STEP_RULES = {
     "pass_at_k_divergence": _pass_at_k_divergence,
     "length_collapse": _length_collapse,
     "degeneration": _degeneration,
-    "invalid_answers": _ratio_rule(
-        "invalid_answers", "invalid_ratio",
-        lambda ratio, limit: f"{_pct(ratio)} of rollouts have no valid boxed answer (threshold {_pct(limit)})",
-    ),
-    "zero_variance_groups": _ratio_rule(
-        "zero_variance_groups", "zero_variance_groups",
-        lambda ratio, limit: (
-            f"{_pct(ratio)} of prompts gave every trained rollout the same reward, so GRPO learns nothing from "
-            f"them (threshold {_pct(limit)})"
-        ),
-    ),
+    "invalid_answers": _invalid_answers,
+    "zero_variance_groups": _zero_variance_groups,
 }
 
 
 # --------------------------------------------------------------------------- series helpers
+
+
+def _share(history: History, name: str, rule: dict, per_step: int | None) -> trend.Level | None:
+    """A share's recent level with its band: Wilson's on the counted things when the run's size is known, else the
+    run's noise (trend.level)."""
+    values = history.series(name)
+    if values is None:
+        return None
+    return trend.level(history.steps, values, rule["window"], rule["z"], per_step)
+
+
+def _band(level: trend.Level) -> str:
+    if level.counted:
+        return f"at least {_pct(level.low)} on {level.counted:,} counted"
+    return f"at least {_pct(level.low)} within the run's noise"
 
 
 def _mostly_invalid(history: History, window: int) -> float | None:
@@ -409,6 +534,11 @@ def _recent(values: Sequence[float | None], window: int) -> float | None:
     return median(tail) if tail else None
 
 
+def _tail_mean(values: Sequence[float | None] | None, window: int) -> float | None:
+    tail = _logged((values or [])[-window:])
+    return mean(tail) if tail else None
+
+
 def _recent_if_enough(values: Sequence[float | None] | None, window: int, needed: int) -> float | None:
     """The smoothed latest value, or None with fewer than ``needed`` logged values."""
     if values is None or len(_logged(values)) < needed:
@@ -416,31 +546,10 @@ def _recent_if_enough(values: Sequence[float | None] | None, window: int, needed
     return _recent(values, window)
 
 
-def _latest_and_start(
-    values: Sequence[float | None] | None, window: int, positive_start: bool = True
-) -> tuple[float, float] | None:
-    """(smoothed latest, start), or None when the metric cannot be compared with its start.
-
-    The start is the median of the first ``window`` logged values; judging needs 2 × window
-    logged values so that the start and the latest window do not overlap. A fraction of
-    the start needs a start > 0 (``positive_start``); a zero or negative start is not evaluable.
-    """
-    logged = _logged(values)
-    if len(logged) < 2 * window:
-        return None
-    start = median(logged[:window])
-    recent = _recent(values, window)
-    if recent is None or (positive_start and start <= 0):
-        return None
-    return recent, start
-
-
 def _pass_at_k_source(history: History, needed: int):
-    """(pass@1 name, pass@k name, k, [(pass@1, pass@k)] at steps logging both) with ≥ needed points.
-
-    Held-out evaluation first (the largest logged eval/pass@K), the training batch's figures
-    otherwise; None when neither has enough points (unlabelled prompts never do).
-    """
+    """(pass@1 name, pass@k name, k, steps, pass@1 values, pass@k values) at the steps logging both, with at least
+    `needed` of them. Held-out evaluation first (the largest logged eval/pass@K), the training batch's figures
+    otherwise; None when neither has enough points (unlabelled prompts never do)."""
     for prefix in ("eval/", ""):
         k = _largest_k(history, prefix)
         if k is None:
@@ -449,9 +558,10 @@ def _pass_at_k_source(history: History, needed: int):
         first, kth = history.series(name_1), history.series(name_k)
         if first is None or kth is None:
             continue
-        pairs = [(a, b) for a, b in zip(first, kth) if a is not None and b is not None]
-        if len(pairs) >= needed:
-            return name_1, name_k, float(k), pairs
+        points = [(s, a, b) for s, a, b in zip(history.steps, first, kth) if a is not None and b is not None]
+        if len(points) >= needed:
+            return (name_1, name_k, float(k), [s for s, _, _ in points], [a for _, a, _ in points],
+                    [b for _, _, b in points])
     return None
 
 
@@ -459,10 +569,6 @@ def _largest_k(history: History, prefix: str) -> int | None:
     pattern = re.compile(re.escape(prefix) + r"pass@(\d+)")
     ks = [int(m.group(1)) for name in history.metrics if (m := pattern.fullmatch(name)) and int(m.group(1)) > 1]
     return max(ks) if ks else None
-
-
-def _median_pair(pairs: Sequence[tuple[float, float]]) -> tuple[float, float]:
-    return median(p[0] for p in pairs), median(p[1] for p in pairs)
 
 
 def _finding(history: History, kind: str, severity: str, message: str, **values: float) -> Finding:
@@ -484,9 +590,8 @@ def _num(x: float) -> str:
     return f"{x:.3g}" if abs(x) >= 1e-3 else f"{x:.2g}"
 
 
-def _pct(share: float) -> str:
-    """A share as a percentage; one decimal below 10% so 5.4% is not shown as the 5% threshold."""
-    percent = 100 * share
-    if abs(percent) < 10 and round(percent, 1) != round(percent):
-        return f"{percent:.1f}%"
-    return f"{percent:.0f}%"
+_pct = trend.percent
+
+
+def _span(pair: tuple[int, int]) -> str:
+    return str(pair[0]) if pair[0] == pair[1] else f"{pair[0]}–{pair[1]}"

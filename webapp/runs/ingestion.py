@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
-from rl.metrics import group_summary, similarity_mean
+from rl.metrics import group_summary, majority_changes, similarity_mean, step_health
 
 from webapp.alerts import engine as alerts
 from webapp.live import push_on_commit
 from webapp.plain_text import storable
+from webapp.prompts.models import Prompt
 from webapp import bulk
 from webapp.metrics import series
 from webapp.runs import lifecycle
@@ -252,11 +253,10 @@ RUN_LIST_HEALTH = ("entropy", "response_length/mean", "majority_ratio", "similar
 
 
 def _with_derived_health(run: Run, events: list[dict]) -> list[dict]:
-    """Each metrics event plus three health signals read from its step's stored rollouts, for
-    every method alike: `invalid_ratio` (no valid answer), `truncated_ratio` (length at
-    max_completion_length) and `zero_variance_groups` (prompts whose trained rollouts all
-    got one reward, so GRPO's advantages are zero and the step teaches nothing). A value
-    the trainer logged itself is kept. One query for the whole batch.
+    """Each metrics event plus the health signals read from its step's stored groups, for every method alike
+    (rl.metrics.step_health, majority_changes): `invalid_ratio`, `truncated_ratio`, `zero_variance_groups`, and
+    how the prompts' majority answers moved since each was last seen, `majority_flip_rate` and, where the prompt
+    set holds labels, `correct_to_wrong`. A value the trainer logged itself is kept. A few queries per batch.
 
     A run trained elsewhere: its rollouts' lengths may be characters (a verl dump holds no token counts), so
     no truncated_ratio is derived (its trainer reports one: verl's response_length/clip_ratio, TRL's
@@ -277,28 +277,48 @@ def _with_derived_health(run: Run, events: list[dict]) -> list[dict]:
         return events
     limit = (run.hyperparameters or {}).get("max_completion_length") if not run.is_external else None
     stored = series.stored_values(run, DERIVED_HEALTH, min(by_step), max(by_step)) if run.is_external else {}
+    moved = _majority_changes(run, sorted(by_step))
     out = []
     for event in events:
         rows = by_step.get(event.get("step")) if event["type"] == "metrics" else None
         if not rows:
             out.append(event)
             continue
-        derived = {"invalid_ratio": sum(not valid for _, valid, _, _, _ in rows) / len(rows)}
-        if isinstance(limit, int) and limit > 0:
-            derived["truncated_ratio"] = sum(length >= limit for _, _, length, _, _ in rows) / len(rows)
-        rewards: dict[int, list[float]] = {}
-        for group_id, _, _, reward, trained in rows:
-            if trained and reward is not None:
-                rewards.setdefault(group_id, []).append(reward)
-        if rewards:
-            flat = sum(1 for values in rewards.values() if max(values) - min(values) < 1e-9)
-            derived["zero_variance_groups"] = flat / len(rewards)
+        derived = {**step_health(rows, limit), **moved.get(event["step"], {})}
         derived = {k: v for k, v in derived.items() if (k, event["step"]) not in stored}
         out.append({**event, "values": {**derived, **event["values"]}})
     return out
 
 
-DERIVED_HEALTH = ("invalid_ratio", "truncated_ratio", "zero_variance_groups")
+def _majority_changes(run: Run, steps: list[int]) -> dict[int, dict]:
+    """{step: rl.metrics.majority_changes of its groups}, each prompt's previous majority being the one it had
+    the last time it was seen (before the batch, or earlier in it)."""
+    table = Group._meta.db_table
+    groups: dict[int, list[dict]] = {}
+    for step, prompt_id, majority in bulk.fetch(
+            f"SELECT step, prompt_id, majority_answer FROM {table} WHERE run_id = %s AND NOT superseded "
+            f"AND step IN ({bulk.placeholders(steps)}) ORDER BY step, seq", [run.pk, *steps]):
+        groups.setdefault(step, []).append({"prompt_id": prompt_id, "majority_answer": majority})
+    prompts = sorted({g["prompt_id"] for step_groups in groups.values() for g in step_groups})
+    if not prompts:
+        return {}
+    # each prompt's latest group before the batch: the (run, prompt_id, step) index
+    previous = dict(bulk.fetch(
+        f"SELECT g.prompt_id, g.majority_answer FROM {table} g JOIN (SELECT prompt_id, max(step) AS step FROM {table} "
+        f"WHERE run_id = %s AND NOT superseded AND step < %s AND prompt_id IN ({bulk.placeholders(prompts)}) "
+        f"GROUP BY prompt_id) last ON last.prompt_id = g.prompt_id AND last.step = g.step "
+        f"WHERE g.run_id = %s AND NOT g.superseded", [run.pk, steps[0], *prompts, run.pk]))
+    labels = dict(Prompt.objects.filter(prompt_set_id=run.prompt_set_id, external_id__in=prompts)
+                  .exclude(label=None).values_list("external_id", "label")) if run.prompt_set_id else {}
+    changes = {}
+    for step in steps:
+        step_groups = groups.get(step, [])
+        changes[step] = majority_changes(step_groups, previous, labels)
+        previous.update({g["prompt_id"]: g["majority_answer"] for g in step_groups})
+    return changes
+
+
+DERIVED_HEALTH = ("invalid_ratio", "truncated_ratio", "zero_variance_groups", "majority_flip_rate", "correct_to_wrong")
 
 
 def _store_metrics(run, events, first_new_step, last_step, known_series):

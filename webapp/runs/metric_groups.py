@@ -7,8 +7,8 @@ from webapp.alerts.rule_specs import RULES
 
 # The sections of the pages, in display order (DESIGN §5 names).
 GROUPS = ("health", "rewards", "labels & eval", "optimisation", "time", "other")
-HEALTH = ("entropy", "response_length/mean", "similarity/mean", "majority_ratio", "unique_answers", "invalid_ratio",
-          "truncated_ratio", "zero_variance_groups")
+HEALTH = ("entropy", "response_length/mean", "similarity/mean", "majority_ratio", "unique_answers", "majority_flip_rate",
+          "invalid_ratio", "truncated_ratio", "zero_variance_groups")
 OPTIMISATION = ("kl", "loss", "grad_norm", "learning_rate", "entropy_loss", "policy_loss", "pg_loss", "kl_loss", "clip_ratio")
 
 # A name's group is the first rule it meets: one of the names, or a name starting with one of the prefixes
@@ -16,14 +16,14 @@ OPTIMISATION = ("kl", "loss", "grad_norm", "learning_rate", "entropy_loss", "pol
 RULES_IN_ORDER = (
     ("health", HEALTH, ("response_length/", "similarity/")),
     ("rewards", ("reward",), ("reward/", *(f"{prefix}/" for prefix in metric_prefixes()))),
-    ("labels & eval", ("label_accuracy", "reward_accuracy"), ("maj@", "pass@", "eval/")),
+    ("labels & eval", ("label_accuracy", "reward_accuracy", "correct_to_wrong"), ("maj@", "pass@", "eval/")),
     ("optimisation", OPTIMISATION, ("clip_ratio/", "kl/", "loss/", "grad_norm/", "optim/", "updates/")),
     ("time", (), ("time/",)),
 )
 
 # Display order inside a group (DESIGN §5's order); other names follow alphabetically.
 ORDER = (*HEALTH, "reward/mean", "reward/std", "reward/vote_mean", "reward/vote_std", "label_accuracy",
-         "reward_accuracy", "maj@16", "pass@1", "pass@16", "kl", "loss", "grad_norm", "learning_rate", "clip_ratio/low",
+         "reward_accuracy", "correct_to_wrong", "maj@16", "pass@1", "pass@16", "kl", "loss", "grad_norm", "learning_rate", "clip_ratio/low",
          "clip_ratio/high", "time/step", "time/generation", "time/reward", "time/update")
 
 
