@@ -58,7 +58,7 @@ def test_defaults_hold_every_param_of_every_rule_with_the_documented_values():
     for kind, spec in RULES.items():
         assert set(values[kind]) == {p.name for p in spec.params}
         assert values[kind]["enabled"] is True
-    assert values["entropy_collapse"] == {"enabled": True, "severity": "warning", "window": 3, "start_window": 5,
+    assert values["entropy_collapse"] == {"enabled": True, "severity": "warning", "window": 5, "start_window": 5,
                                           "z": 2.0, "fraction": 0.6, "critical_fraction": 0.05, "min_kl": 0.001,
                                           "confirm": True}
     assert values["majority_lock_in"]["consensus"] == 0.95

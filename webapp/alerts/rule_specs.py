@@ -107,7 +107,7 @@ RULES: dict[str, RuleSpec] = {
                 "Policy entropy fell far below where the run started, for real. EVOL-RL (Figures 1 and 3) shows it as "
                 "the first symptom of majority-only training: TTRL's entropy drops and stays down, while EVOL-RL's "
                 "dips and recovers after its \"evolving point\" (an alert opened in the dip resolves). A step's "
-                "entropy is measured on the few prompts it sampled, so the rule compares the median of the last 3 "
+                "entropy is measured on the few prompts it sampled, so the rule compares the median of the last 5 "
                 "steps with the median of the first 5 and opens only when (1) it is below 60% of the start, (2) the fall "
                 "is beyond 2 standard errors of the run's own noise, (3) the policy moved (mean KL to its start at "
                 "least 0.001, or ratios clipped), and (4) a second signal agrees: the majority ratio up, distinct "
@@ -117,7 +117,7 @@ RULES: dict[str, RuleSpec] = {
                 "(docs/alert-corpus.md)."
             ),
             metrics=("entropy",),
-            params=_common("warning") + _trend() + (
+            params=_common("warning") + _trend(window=5) + (
                 # EVOL-RL Fig. 3: TTRL's entropy falls and stays down; in the labelled corpus the collapsed runs' entropy
                 # ends at 30-55% of its start, the healthy ones' mostly above 60% (docs/alert-corpus.md)
                 _ratio("fraction", 0.6, "Open when the recent median entropy < fraction × the start's."),

@@ -335,8 +335,10 @@ def _pass_at_k_divergence(history: History, rule: dict):
     if source is None:
         return _ABSENT
     name_1, name_k, k, steps, first, kth = source
-    at_k = trend.compare(steps, kth, rule["start_window"], rule["window"])
-    at_1 = trend.compare(steps, first, rule["start_window"], rule["window"])
+    # the training batch's pass@k is read from its prompts: noisy as a share of that many (evaluations: unknown)
+    prompts = None if name_k.startswith("eval/") else history.prompts_per_step
+    at_k = trend.compare(steps, kth, rule["start_window"], rule["window"], prompts)
+    at_1 = trend.compare(steps, first, rule["start_window"], rule["window"], prompts)
     if at_k is None or at_1 is None:
         return _ABSENT
     drop = -at_k.change
