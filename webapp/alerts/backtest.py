@@ -11,10 +11,11 @@ Pure Python: no Django.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from statistics import median
 
 from . import corpus
-from .rule_specs import STEP_RULE_KINDS
+from .rule_specs import STEP_RULE_KINDS, resolve_thresholds
 from .rules import QUIET_STEPS_TO_RESOLVE, History, evaluate_step_rules
 
 # A labelled collapse is caught in time when a collapse rule opens at most this many steps after its onset
@@ -60,7 +61,13 @@ def from_corpus(run: corpus.CorpusRun) -> Trajectory:
 
 
 def corpus_trajectories(names: list[str] | None = None) -> list[Trajectory]:
-    return [from_corpus(corpus.load(name)) for name in (names or corpus.names())]
+    return [_corpus_trajectory(name) for name in (names or corpus.names())]
+
+
+@lru_cache(maxsize=None)
+def _corpus_trajectory(name: str) -> Trajectory:
+    """Each corpus run once per process: labelling it asks math-verify about its answers (a few seconds for all)."""
+    return from_corpus(corpus.load(name))
 
 
 def replay(trajectory: Trajectory, thresholds: dict, kinds=STEP_RULE_KINDS) -> list[Opening]:
@@ -96,6 +103,14 @@ class RuleScore:
     @property
     def median_delay(self) -> float | None:
         return median(self.delays) if self.delays else None
+
+    @property
+    def false_alarm_count(self) -> int:
+        return sum(len(names) for names in self.alarmed.values())
+
+    @property
+    def negative_count(self) -> int:
+        return sum(self.negatives.values())
 
     @property
     def false_alarm_share(self) -> float | None:
@@ -138,3 +153,26 @@ def any_collapse_rule(replayed: list[tuple[Trajectory, list[Opening]]]) -> RuleS
     merged = [(t, [Opening("any collapse rule", o.step, o.message) for o in openings if o.rule in COLLAPSE_RULES])
               for t, openings in replayed]
     return score(merged, kinds=("any collapse rule",))["any collapse rule"]
+
+
+def openings_by_rule(openings: list[Opening]) -> dict[str, list[Opening]]:
+    out: dict[str, list[Opening]] = {}
+    for opening in openings:
+        out.setdefault(opening.rule, []).append(opening)
+    return out
+
+
+def spans(openings: list[Opening]) -> str:
+    """'11–16, 17–': the steps each alert was open, for a table cell or a terminal."""
+    return ", ".join(f"{o.step}–{o.resolved if o.resolved is not None else ''}" for o in openings)
+
+
+def with_thresholds(layers: list[dict], settings: list[str]) -> dict:
+    """Thresholds for a replay: the layers (a team's overrides, ...) then `KIND.PARAM=VALUE` settings, each checked
+    as a team's would be (a FieldError names a bad one)."""
+    overrides: dict = {}
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        kind, _, param = name.partition(".")
+        overrides.setdefault(kind.strip(), {})[param.strip()] = value.strip()
+    return resolve_thresholds(*layers, overrides)

@@ -42,9 +42,12 @@ def alerts_queue() -> str:
 
 def thresholds_for(run) -> dict:
     """Defaults, then the team's overrides, then the run's (hyperparameters["alert_rules"])."""
-    rows = bulk.fetch(f"SELECT overrides FROM {TeamAlertRules._meta.db_table} WHERE team_id = %s", [run.team_id])
-    team_rules = bulk.json_value(rows[0][0]) if rows else None
-    return resolve_thresholds(team_rules or {}, (run.hyperparameters or {}).get("alert_rules") or {})
+    return resolve_thresholds(team_overrides(run.team_id), (run.hyperparameters or {}).get("alert_rules") or {})
+
+
+def team_overrides(team_id: int) -> dict:
+    rows = bulk.fetch(f"SELECT overrides FROM {TeamAlertRules._meta.db_table} WHERE team_id = %s", [team_id])
+    return (bulk.json_value(rows[0][0]) if rows else None) or {}
 
 
 def _finite(value):
@@ -120,23 +123,17 @@ def _history(by_step: dict, run) -> History:
     steps = sorted(by_step)
     names = sorted({n for values in by_step.values() for n in values})
     metrics = {n: [by_step[s].get(n) for s in steps] for n in names}
-    return History(steps=steps, metrics=metrics, max_completion_length=_max_length(run), clean=True,
-                   **size_of(run))
+    return History(steps=steps, metrics=metrics, clean=True, **size_of(run))
 
 
 def size_of(run) -> dict:
-    """The run's prompts per step and votes, which a share's counts are judged on; unknown for a run trained
-    elsewhere (its figures are judged in their own noise)."""
-    if run.is_external:
-        return {}
+    """What the rules know of the run's size (History's fields): its max_completion_length, and its prompts per step
+    and votes, which a share's counts are judged on, unknown for a run trained elsewhere (its figures are judged in
+    their own noise)."""
     values = run.hyperparameters or {}
-    return {name: int(values[name]) for name in ("prompts_per_step", "n_votes")
-            if isinstance(values.get(name), (int, float)) and values[name] > 0}
-
-
-def _max_length(run):
-    value = (run.hyperparameters or {}).get("max_completion_length")
-    return int(value) if isinstance(value, (int, float)) else None
+    wanted = ("max_completion_length",) if run.is_external else ("max_completion_length", "prompts_per_step", "n_votes")
+    return {name: int(values[name]) for name in wanted
+            if isinstance(values.get(name), (int, float)) and not isinstance(values[name], bool) and values[name] > 0}
 
 
 # --- the rules' entry points -------------------------------------------------------------

@@ -10,7 +10,8 @@ from webapp.accounts.models import Membership
 from webapp.numbers import whole_number
 
 from . import engine
-from .rule_specs import RULES, resolve_thresholds, validate_overrides
+from .rule_forms import overrides_from_form, rule_rows
+from .rule_specs import validate_overrides
 from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
 
 
@@ -72,7 +73,7 @@ def team_settings(request, pk):
         "field": field,
         "webhooks": Webhook.objects.filter(team=team),
         "deliveries": WebhookDelivery.objects.filter(webhook__team=team).select_related("webhook", "alert")[:30],
-        "rule_rows": _rule_rows(stored.overrides if stored else {}),
+        "rule_rows": rule_rows(stored.overrides if stored else {}),
     }, status=400 if error else 200)
 
 
@@ -94,37 +95,7 @@ def _settings_action(request, team) -> str:
         engine.send_test(webhook, request.user)
         return f"test sent to {webhook.url}: its delivery is listed below"
     if action == "save_rules":
-        overrides = validate_overrides(_overrides_from_form(request.POST))
+        overrides = validate_overrides(overrides_from_form(request.POST))
         TeamAlertRules.objects.update_or_create(team=team, defaults={"overrides": overrides, "updated_by": request.user})
         return "alert rules saved"
     raise FieldError("action", f"unknown action {action!r}")
-
-
-def _rule_rows(overrides: dict) -> list[dict]:
-    effective = resolve_thresholds(overrides)
-    rows = []
-    for spec in RULES.values():
-        params = [{"param": p, "value": effective[spec.kind].get(p.name), "overridden": p.name in overrides.get(spec.kind, {})}
-                  for p in spec.params]
-        rows.append({"spec": spec, "params": params})
-    return rows
-
-
-def _overrides_from_form(post) -> dict:
-    """Fields named rule-KIND-PARAM; only values that differ from the defaults are kept as
-    overrides, so a later change of a default still reaches teams that never touched it."""
-    defaults = resolve_thresholds()
-    overrides = {}
-    for spec in RULES.values():
-        for p in spec.params:
-            key = f"rule-{spec.kind}-{p.name}"
-            if p.type == "bool":
-                value = key in post
-            elif post.get(key, "") == "":
-                continue
-            else:
-                value = post[key]
-            coerced = p.coerce(value, f"alert_rules.{spec.kind}.{p.name}")
-            if coerced != defaults[spec.kind].get(p.name):
-                overrides.setdefault(spec.kind, {})[p.name] = coerced
-    return overrides

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from . import backtest_views, views
 
 app_name = "runs"
 urlpatterns = [
@@ -10,4 +10,6 @@ urlpatterns = [
     path("runs/<id:pk>/", views.run_detail, name="detail"),
     path("runs/<id:pk>/questions/", views.run_questions, name="questions"),
     path("runs/<id:pk>/<str:action>/", views.run_action, name="action"),
+    # beside the team's alert pages (webapp/alerts/urls.py); here because it reads the team's runs
+    path("teams/<id:pk>/alerts/backtest/", backtest_views.team_backtest, name="team_backtest"),
 ]
