@@ -37,7 +37,7 @@ from typing import Sequence
 
 from rl.params import finite
 
-from . import trend
+from . import forecast, trend
 from .rule_specs import STEP_RULE_KINDS, rule_thresholds
 
 # A mean length this close to max_completion_length counts as pinned at the limit when the
@@ -489,8 +489,13 @@ def _zero_variance_groups(history: History, rule: dict):
                     zero_variance_groups=flat.mean, low=flat.low, max_ratio=rule["max_ratio"])
 
 
+def _entropy_collapse_forecast(history: History, rule: dict):  # looked up when judged: forecast.py imports this module
+    return forecast.entropy_collapse_forecast(history, rule)
+
+
 _STEP_RULES = {
     "entropy_collapse": _entropy_collapse,
+    "entropy_collapse_forecast": _entropy_collapse_forecast,
     "diversity_collapse": _diversity_collapse,
     "majority_lock_in": _majority_lock_in,
     "pass_at_k_divergence": _pass_at_k_divergence,
