@@ -7,9 +7,6 @@ calibration on seeded noise, the rule as the engine judges it, and the labelled 
 benchmarks/bench_forecast.py (figures in benchmarks/RESULTS.md)."""
 import math
 import random
-import subprocess
-import sys
-from pathlib import Path
 from statistics import median
 
 import pytest
@@ -19,7 +16,6 @@ from webapp.alerts.forecast import KIND, crossing, fit, forecast, headline, t_qu
 from webapp.alerts.rule_specs import defaults, resolve_thresholds
 from webapp.alerts.rules import History, evaluate_step_rules
 
-ROOT = Path(__file__).resolve().parents[2]
 THE_CONDITION = {"fraction": 0.6, "window": 5, "start_window": 5}  # entropy_collapse's defaults
 
 
@@ -203,11 +199,3 @@ def test_a_collapse_the_rule_sees_late_is_forecast_27_steps_ahead_of_it():
     first = {o.rule: o for o in reversed(opened)}
     assert (first[KIND].step, first["entropy_collapse"].step, trajectory.onset) == (11, 38, 12)
     assert "expected around step 14, 12–24 at 80%" in first[KIND].message
-
-
-def test_either_module_may_be_imported_first():
-    # rules.py registers the forecast and forecast.py reads rules.py's helpers
-    for first in ("webapp.alerts.forecast", "webapp.alerts.rules"):
-        done = subprocess.run([sys.executable, "-c", f"import {first}; from webapp.alerts.rules import _STEP_RULES; "
-                               f"assert '{KIND}' in _STEP_RULES"], cwd=ROOT, capture_output=True, text=True)
-        assert done.returncode == 0, done.stderr

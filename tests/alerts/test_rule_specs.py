@@ -81,8 +81,8 @@ def test_defaults_hold_every_param_of_every_rule_with_the_documented_values():
 
 
 @pytest.mark.parametrize("module", ["webapp/alerts/rule_specs.py", "webapp/alerts/rules.py", "webapp/alerts/trend.py",
-                                    "webapp/alerts/forecast.py", "webapp/alerts/backtest.py", "webapp/alerts/corpus.py",
-                                    "rl/params.py"])
+                                    "webapp/alerts/forecast.py", "webapp/alerts/findings.py", "webapp/alerts/backtest.py",
+                                    "webapp/alerts/corpus.py", "rl/params.py"])
 def test_the_rules_never_import_django_or_numpy(module):
     # they judge a run's history, read from anywhere: a test or a script runs them without a database
     source = Path(__file__).resolve().parents[2].joinpath(module).read_text()

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from statistics import NormalDist, median
 from typing import Sequence
 
-from . import rules, trend
+from . import trend
+from .findings import ABSENT, QUIET_STEPS_TO_RESOLVE, finding, num, policy_moved, span
 
 KIND = "entropy_collapse_forecast"
 MIN_POINTS = 8  # logged steps a fit needs (six degrees of freedom before any autocorrelation)
@@ -149,7 +150,7 @@ def forecast(steps: Sequence[int], entropy: Sequence[float | None], *, fraction:
     start, recent = median(v for _, v in head), median(v for _, v in tail)
     threshold = fraction * start
     if threshold <= 0 or any(median(v for _, v in logged[max(0, end - window):end]) < threshold
-                             for end in range(len(logged) - rules.QUIET_STEPS_TO_RESOLVE + 1, len(logged) + 1)):
+                             for end in range(len(logged) - QUIET_STEPS_TO_RESOLVE + 1, len(logged) + 1)):
         return None
     fitted = logged[-fit_window:]
     line = fit([s for s, _ in fitted], [v for _, v in fitted])
@@ -170,15 +171,16 @@ def forecast(steps: Sequence[int], entropy: Sequence[float | None], *, fraction:
                     recent_steps=(tail[0][0], tail[-1][0]), threshold=threshold)
 
 
-def entropy_collapse_forecast(history: rules.History, rule: dict):
-    """The step rule: a Finding while the forecast crossing is within `horizon` steps at the stated confidence (the
-    interval's late end), None while it is not (or the condition already holds: entropy_collapse's own business, or
-    the policy has not moved), rules._ABSENT while it cannot be judged (no entropy, too few steps)."""
+def entropy_collapse_forecast(history, rule: dict):
+    """The step rule (registered in rules.py), judging a rules.History: a Finding while the forecast crossing is
+    within `horizon` steps at the stated confidence (the interval's late end), None while it is not (or the condition
+    holds already: entropy_collapse's own business, or the policy has not moved), ABSENT while it cannot be judged
+    (no entropy, too few steps)."""
     entropy = history.series("entropy")
     if entropy is None or sum(v is not None for v in entropy) < max(MIN_POINTS, rule["start_window"] + 1):
-        return rules._ABSENT
+        return ABSENT
     # a run that does not learn has nothing to collapse: its entropy swings with the prompts it samples
-    movement = rules._policy_moved(history, rule)
+    movement = policy_moved(history, rule)
     if not movement.moved:
         return None
     found = forecast(history.steps, entropy, fraction=rule["fraction"], window=rule["window"],
@@ -186,14 +188,14 @@ def entropy_collapse_forecast(history: rules.History, rule: dict):
                      confidence=rule["confidence"])
     if found is None or found.high - history.steps[-1] > rule["horizon"]:
         return None
-    parts = [f"entropy falling {trend.percent(-found.rate)} a step over steps {rules._span(found.fit_steps)} "
-             f"(median {rules._num(found.recent)} over steps {rules._span(found.recent_steps)}, from "
-             f"{rules._num(found.start)} over steps {rules._span(found.start_steps)}); collapse "
-             f"({trend.percent(rule['fraction'])} of the start, {rules._num(found.threshold)}) expected around step "
+    parts = [f"entropy falling {trend.percent(-found.rate)} a step over steps {span(found.fit_steps)} "
+             f"(median {num(found.recent)} over steps {span(found.recent_steps)}, from "
+             f"{num(found.start)} over steps {span(found.start_steps)}); collapse "
+             f"({trend.percent(rule['fraction'])} of the start, {num(found.threshold)}) expected around step "
              f"{found.expected}, {found.low}–{found.high} at {trend.percent(found.confidence)}"]
     if movement.said:
         parts.append(movement.said)
-    return rules._finding(
+    return finding(
         history, KIND, rule["severity"], "; ".join(parts),
         expected_step=found.expected, low=found.low, high=found.high, confidence=found.confidence,
         rate=found.rate, entropy=found.recent, entropy_start=found.start, threshold=found.threshold,
