@@ -117,6 +117,13 @@
     if (ids.length) document.getElementById("processing-failed-message").textContent = failing[ids[ids.length - 1]];
   }
 
+  // The collapse forecast: "collapse expected around step N (A–B at 80%)" while its alert is active, as the server
+  // says it (webapp/runs/queries.py::collapse_forecast). An alert message of its rule reads it back (readLiveState).
+  function showForecast(f) {
+    document.getElementById("collapse-forecast").hidden = !f;
+    document.getElementById("collapse-forecast-text").textContent = f ? f.text : "";
+  }
+
   function showAlert(a) {
     alerts[a.id] = a;
     showFailure(a);
@@ -156,6 +163,7 @@
 
   (initial.alerts || []).forEach(showAlert);
   redrawMarkers();
+  showForecast(initial.forecast);
 
   function refreshAlerts() {
     C.getJSON("/api/runs/" + runId + "/alerts").then(function (data) {
@@ -395,11 +403,15 @@
   // resume markers), read back when this page may have missed some of those messages: told `behind`, or a
   // socket opening (after the render, or again after a drop). The API gives them as the page's initial JSON has
   // them (webapp/runs/queries.py::live_state); what the page has already is kept, nothing is shown twice.
+  let liveStateAsked = 0;  // the forecast is replaced, not added to: only the latest read's counts
   function readLiveState() {
-    C.getJSON("/api/runs/" + runId + "/live-state").then(applyLiveState).catch(function () { /* keep what we have */ });
+    const asked = ++liveStateAsked;
+    C.getJSON("/api/runs/" + runId + "/live-state").then(function (s) {
+      applyLiveState(s, asked === liveStateAsked);
+    }).catch(function () { /* keep what we have */ });
   }
 
-  function applyLiveState(s) {
+  function applyLiveState(s, latest) {
     (s.steps || []).forEach(addStepLink);
     // The heatmap: the API's step replaces an older one's groups; at the step shown its groups are set over the
     // page's, so a group of that step that arrived live after the API's read is kept. The chosen prompt stays
@@ -417,6 +429,7 @@
       stagesShown = s.stages.length;
     }
     (s.iterations || []).forEach(function (k) { addIterationLink({ iteration: k }); });
+    if (latest && "forecast" in s) showForecast(s.forecast);
     // a resume is its trainer's `running` event: its time tells one the page has from one it lacks
     const known = new Set(resumes.map(function (r) { return r.time; }));
     const missing = (s.resumes || []).filter(function (r) { return !known.has(r.time); });
@@ -466,7 +479,10 @@
       resumes.push({ step: m.step, time: m.time });
       redrawMarkers();
     },
-    alert: function (m) { showAlert(m); },
+    alert: function (m) {
+      showAlert(m);
+      if (m.rule === initial.forecast_rule) readLiveState();  // opened, updated, resolved or ended: ask the server
+    },
     // The server read the run's live stream too late and some messages were gone before this socket got
     // them (webapp/live.py): what they said is in the database, read back now; the notice says so.
     behind: function () {

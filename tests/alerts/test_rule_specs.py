@@ -61,6 +61,13 @@ def test_defaults_hold_every_param_of_every_rule_with_the_documented_values():
     assert values["entropy_collapse"] == {"enabled": True, "severity": "warning", "window": 5, "start_window": 5,
                                           "z": 2.0, "fraction": 0.6, "critical_fraction": 0.05, "min_kl": 0.001,
                                           "confirm": True}
+    # chosen on the corpus's seed-0 runs (benchmarks/bench_forecast.py); the thresholds it forecasts are
+    # entropy_collapse's
+    assert values["entropy_collapse_forecast"] == {"enabled": True, "severity": "warning", "horizon": 30,
+                                                   "confidence": 0.8, "fit_window": 15, "window": 5,
+                                                   "start_window": 5, "fraction": 0.6, "min_kl": 0.001}
+    assert all(values["entropy_collapse_forecast"][name] == values["entropy_collapse"][name]
+               for name in ("window", "start_window", "fraction", "min_kl"))
     assert values["majority_lock_in"]["consensus"] == 0.95
     assert values["pass_at_k_divergence"]["min_drop"] == 0.05
     assert values["invalid_answers"]["max_ratio"] == 0.5
@@ -74,7 +81,8 @@ def test_defaults_hold_every_param_of_every_rule_with_the_documented_values():
 
 
 @pytest.mark.parametrize("module", ["webapp/alerts/rule_specs.py", "webapp/alerts/rules.py", "webapp/alerts/trend.py",
-                                    "webapp/alerts/backtest.py", "webapp/alerts/corpus.py", "rl/params.py"])
+                                    "webapp/alerts/forecast.py", "webapp/alerts/findings.py", "webapp/alerts/backtest.py",
+                                    "webapp/alerts/corpus.py", "rl/params.py"])
 def test_the_rules_never_import_django_or_numpy(module):
     # they judge a run's history, read from anywhere: a test or a script runs them without a database
     source = Path(__file__).resolve().parents[2].joinpath(module).read_text()

@@ -1,12 +1,16 @@
 """GET /api/runs/{id}/live-state (issue 26): what the run page's live messages add to it (step links, the heatmap,
-R-Zero's stages and question sets, resume markers), as the page's initial JSON has it, so a page that missed
-messages (`behind`, or a socket that reconnects) reads them back without a reload."""
+R-Zero's stages and question sets, resume markers, the collapse forecast), as the page's initial JSON has it, so a page
+that missed messages (`behind`, or a socket that reconnects) reads them back without a reload."""
 import json
+import math
 
 import pytest
 from django.contrib.auth import get_user_model
 
 from tests.factories import event_log, make_prompt_set, make_team
+from webapp.alerts import engine, forecast
+from webapp.alerts.rule_specs import resolve_thresholds
+from webapp.alerts.rules import History, evaluate_step_rules
 from webapp.runs.ingestion import ingest_events
 from webapp.runs.models import Run
 
@@ -63,15 +67,49 @@ def test_it_says_what_the_run_page_was_rendered_with(api_client, client, user, r
     page = client.get(f"/runs/{run.pk}/").content.decode()
     initial = json.loads(page.split('<script id="run-initial" type="application/json">')[1].split("</script>")[0])
     body = api_client.get(f"/api/runs/{run.pk}/live-state").json()
-    assert {name: initial[name] for name in ("steps", "heatmap", "stages", "resumes", "iterations")} == {
-        name: body[name] for name in ("steps", "heatmap", "stages", "resumes", "iterations")}
+    parts = ("steps", "heatmap", "stages", "resumes", "iterations", "forecast")
+    assert {name: initial[name] for name in parts} == {name: body[name] for name in parts}
 
 
 def test_a_run_with_nothing_logged_yet_has_empty_parts(api_client, user):
     run = Run.objects.create(name="new", method="ttrl", prompt_set=make_prompt_set(user), max_steps=3, created_by=user)
     assert api_client.get(f"/api/runs/{run.pk}/live-state").json() == {
         "run": run.pk, "steps": [], "heatmap": {"step": None, "groups": []}, "stages": [], "resumes": [],
-        "iterations": []}
+        "iterations": [], "forecast": None}
+
+
+def forecast_finding():
+    """The collapse forecast's worked example (tests/alerts/test_forecast.py): entropy 0.1·e^(−0.05 t) over ten steps,
+    the policy moved; entropy_collapse's condition is due at step 16."""
+    steps = list(range(1, 11))
+    history = History(steps=steps, metrics={"entropy": [0.1 * math.exp(-0.05 * t) for t in steps], "kl": [0.01] * 10})
+    return evaluate_step_rules(history, resolve_thresholds(), (forecast.KIND,))[forecast.KIND]
+
+
+def test_the_collapse_forecast_is_there_while_its_alert_is_active(api_client, client, user):
+    run = Run.objects.create(name="falling", method="ttrl", prompt_set=make_prompt_set(user), max_steps=40,
+                             created_by=user, state=Run.RUNNING, last_step=10)
+    client.force_login(user)
+    assert api_client.get(f"/api/runs/{run.pk}/live-state").json()["forecast"] is None
+    assert '<p id="collapse-forecast" class="notice-warning" role="status" hidden>' in client.get(
+        f"/runs/{run.pk}/").content.decode()
+
+    alert = engine.apply_finding(run, forecast.KIND, forecast_finding(), 10)
+    said = {"text": "collapse expected around step 16 (16–16 at 80%)", "alert": alert.pk, "step": 16, "low": 16,
+            "high": 16, "confidence": 0.8}
+    assert api_client.get(f"/api/runs/{run.pk}/live-state").json()["forecast"] == said
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert '<p id="collapse-forecast" class="notice-warning" role="status" >' in page
+    assert '<strong id="collapse-forecast-text">collapse expected around step 16 (16–16 at 80%)</strong>' in page
+
+    engine.acknowledge(alert, user)  # someone is on it: still the forecast
+    assert api_client.get(f"/api/runs/{run.pk}/live-state").json()["forecast"] == said
+    engine.apply_finding(run, forecast.KIND, None, 15)  # resolved: the forecast receded, or the collapse came
+    assert api_client.get(f"/api/runs/{run.pk}/live-state").json()["forecast"] is None
+
+    engine.apply_finding(run, forecast.KIND, forecast_finding(), 16)
+    engine.end_of_run(run)  # a forecast for a run that ended forecasts nothing
+    assert api_client.get(f"/api/runs/{run.pk}/live-state").json()["forecast"] is None
 
 
 def test_another_teams_run_is_a_404_like_one_that_does_not_exist(api_client):

@@ -31,14 +31,21 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field
-from statistics import mean, median
+from dataclasses import dataclass
+from statistics import median
 from typing import Sequence
 
 from rl.params import finite
 
-from . import trend
+from . import forecast, trend
+# what every step rule shares (webapp/alerts/findings.py, which forecast.py reads too), under this module's old names;
+# QUIET_STEPS_TO_RESOLVE and Finding are read from here by the engine, the backtest and the tests
+from .findings import ABSENT as _ABSENT, QUIET_STEPS_TO_RESOLVE, Finding  # noqa: F401
+from .findings import finding as _finding, logged as _logged, num as _num, policy_moved as _policy_moved
+from .findings import rounded as _values, span as _span
 from .rule_specs import STEP_RULE_KINDS, rule_thresholds
+
+_pct = trend.percent
 
 # A mean length this close to max_completion_length counts as pinned at the limit when the
 # run logs no truncated_ratio (a mean that high needs most rollouts to hit the cap).
@@ -51,11 +58,6 @@ _MAX_FAILURE_MESSAGE = 1000  # characters of a failure message quoted in the ale
 # How much history a rule sees: its start (the first steps) and its recent past. Rules compare a recent window
 # with the start, so the middle of a long run is not read (the engine loads no more; the backtest cuts the same).
 HEAD_STEPS, TAIL_STEPS = 20, 200
-# An alert resolves once its condition has not held for this many steps in a row. Judged on a few prompts a step,
-# a metric near its threshold crosses it back and forth: on the real TTRL run of docs/experiments.md
-# entropy_collapse opened, resolved and reopened three times in ten steps, and each opening sent its webhooks
-# and emails again.
-QUIET_STEPS_TO_RESOLVE = 5
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -102,29 +104,6 @@ class History:
 
     def rollouts_per_step(self) -> int | None:
         return self.prompts_per_step * self.n_votes if self.prompts_per_step and self.n_votes else None
-
-
-@dataclass
-class Finding:
-    kind: str
-    severity: str
-    step: int | None  # None only for stalled/run_failed before the first step
-    message: str
-    values: dict[str, float] = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        return {
-            "kind": self.kind,
-            "severity": self.severity,
-            "step": self.step,
-            "message": self.message,
-            "values": dict(self.values),
-        }
-
-
-# A step rule returns a Finding when its condition holds, None when it could judge the run
-# and found it healthy, and _ABSENT when it could not judge (too few steps, metric missing).
-_ABSENT = object()
 
 
 def evaluate_step_rules(history: History, thresholds: dict[str, dict],
@@ -187,30 +166,6 @@ def _compare(history: History, name: str, rule: dict) -> trend.Comparison | None
 
 def _beyond_noise(comparison: trend.Comparison, rule: dict) -> str:
     return f"beyond the run's noise of ±{trend.percent(comparison.noise_share(rule['z']))}"
-
-
-@dataclass
-class _Movement:
-    moved: bool
-    said: str  # "" when nothing tells
-    values: dict
-
-
-def _policy_moved(history: History, rule: dict) -> _Movement:
-    """Whether the policy has left where it started, over the recent window: its mean KL to the reference at least
-    `min_kl`; without KL, ratios clipped by PPO (clip_ratio/low + high above 0); without either, assumed (a run
-    trained elsewhere may log neither). A run at a learning rate too small to move it has nothing to collapse: its
-    figures swing with the prompts each step samples (the Small CPU preset's entropy went from 0.02 to 0.13 and back
-    with a KL near 1e-6)."""
-    window = rule["window"]
-    kl = _tail_mean(history.series("kl"), window)
-    if kl is not None:
-        return _Movement(kl >= rule["min_kl"], f"KL to the start {_num(kl)}", {"kl": kl, "min_kl": rule["min_kl"]})
-    clipped = [_tail_mean(history.series(name), window) for name in ("clip_ratio/low", "clip_ratio/high")]
-    if any(c is not None for c in clipped):
-        total = sum(c for c in clipped if c is not None)
-        return _Movement(total > 0, f"clipped ratios {trend.percent(total)}", {"clip_ratio": total})
-    return _Movement(True, "", {})
 
 
 SECOND_SIGNALS = ("majority_ratio", "unique_answers", "majority_flip_rate")
@@ -491,6 +446,7 @@ def _zero_variance_groups(history: History, rule: dict):
 
 _STEP_RULES = {
     "entropy_collapse": _entropy_collapse,
+    "entropy_collapse_forecast": forecast.entropy_collapse_forecast,
     "diversity_collapse": _diversity_collapse,
     "majority_lock_in": _majority_lock_in,
     "pass_at_k_divergence": _pass_at_k_divergence,
@@ -526,19 +482,10 @@ def _mostly_invalid(history: History, window: int) -> float | None:
     return invalid if invalid is not None and invalid >= _MOSTLY_INVALID else None
 
 
-def _logged(values: Sequence[float | None] | None) -> list[float]:
-    return [v for v in values or () if v is not None]
-
-
 def _recent(values: Sequence[float | None], window: int) -> float | None:
     """Median of the last ``window`` steps, missing values skipped; None if all are missing."""
     tail = _logged(values[-window:])
     return median(tail) if tail else None
-
-
-def _tail_mean(values: Sequence[float | None] | None, window: int) -> float | None:
-    tail = _logged((values or [])[-window:])
-    return mean(tail) if tail else None
 
 
 def _recent_if_enough(values: Sequence[float | None] | None, window: int, needed: int) -> float | None:
@@ -571,29 +518,3 @@ def _largest_k(history: History, prefix: str) -> int | None:
     pattern = re.compile(re.escape(prefix) + r"pass@(\d+)")
     ks = [int(m.group(1)) for name in history.metrics if (m := pattern.fullmatch(name)) and int(m.group(1)) > 1]
     return max(ks) if ks else None
-
-
-def _finding(history: History, kind: str, severity: str, message: str, **values: float) -> Finding:
-    return Finding(kind, severity, history.steps[-1], message, _values(**values))
-
-
-def _values(**values: float) -> dict[str, float]:
-    """Plain JSON-safe floats, rounded to 6 significant digits."""
-    return {name: float(f"{float(v):.6g}") for name, v in values.items()}
-
-
-# --------------------------------------------------------------------------- formatting
-
-
-def _num(x: float) -> str:
-    """A number for a message: 3 significant digits, no exponent for everyday magnitudes."""
-    if abs(x) >= 100 or x == int(x):
-        return f"{x:.0f}"
-    return f"{x:.3g}" if abs(x) >= 1e-3 else f"{x:.2g}"
-
-
-_pct = trend.percent
-
-
-def _span(pair: tuple[int, int]) -> str:
-    return str(pair[0]) if pair[0] == pair[1] else f"{pair[0]}–{pair[1]}"

@@ -5,6 +5,8 @@ import math
 from django.db.models import Max
 
 from rl.methods import METHODS
+from webapp.alerts import forecast
+from webapp.alerts.models import Alert
 from webapp.metrics import series
 
 from .models import Group, Run, RunEvent
@@ -183,15 +185,29 @@ def live_state(run: Run) -> dict:
     """What the run page's live messages add to it, as the page opens with it (its initial JSON) and as
     GET /api/runs/{id}/live-state gives it to a page that missed some of those messages (`behind`, or a socket
     that reconnects): the steps with rollouts (`group`), the heatmap (`group`), R-Zero's stages (`stage`) and
-    question sets (`questions`), and where the run was resumed (`resume`). One function, so the page and the
-    API cannot disagree."""
+    question sets (`questions`), where the run was resumed (`resume`), and the collapse forecast (`alert` messages
+    of its rule). One function, so the page and the API cannot disagree."""
     return {
         "steps": group_steps(run),
         "heatmap": latest_similarity_groups(run),
         "stages": stage_events(run),
         "resumes": resume_points(run),
         "iterations": run.rzero_iterations(),
+        "forecast": collapse_forecast(run),
     }
+
+
+def collapse_forecast(run: Run) -> dict | None:
+    """The run's collapse forecast while its entropy_collapse_forecast alert is active (open or acknowledged), as the
+    run page shows it: {"text": "collapse expected around step 22 (18–29 at 80%)", "alert", "step", "low", "high",
+    "confidence"}; None otherwise (never forecast, resolved, or ended with the run)."""
+    alert = Alert.objects.active().filter(run=run, rule=forecast.KIND).only("pk", "values").first()
+    values = alert.values if alert is not None else {}
+    if not all(isinstance(values.get(k), (int, float)) for k in ("expected_step", "low", "high", "confidence")):
+        return None
+    return {"text": forecast.headline(values["expected_step"], values["low"], values["high"], values["confidence"]),
+            "alert": alert.pk, "step": int(values["expected_step"]), "low": int(values["low"]),
+            "high": int(values["high"]), "confidence": values["confidence"]}
 
 
 def hyperparameter_diff(runs: list[Run]) -> dict:

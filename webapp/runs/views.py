@@ -9,7 +9,7 @@ from django.views.decorators.http import require_POST
 from rl.params import FieldError
 from webapp.accounts.access import require_role, role_in
 from webapp.accounts.models import Membership
-from webapp.alerts import failures
+from webapp.alerts import failures, forecast
 from webapp.alerts.models import Alert
 from webapp.metrics import series
 from webapp.numbers import whole_number
@@ -75,6 +75,7 @@ def run_detail(request, pk):
         "time_origin": run_time_origin(run),
         "alerts": Alert.of_run_json(run),
         "processing_failed_rule": failures.KIND,  # its alert messages drive the banner
+        "forecast_rule": forecast.KIND,  # its alert messages change the forecast line, read back from the server
         "role": role,
         "can_act": can_act,
     }
