@@ -1,7 +1,8 @@
 """The alert rules judged on the labelled trajectory corpus (webapp/alerts/corpus/, docs/alert-corpus.md): each rule
 with its default thresholds replayed over every run as the engine judges a live one (webapp/alerts/backtest.py).
 
-For each rule: the labelled collapses it caught (opened at most 10 steps before the onset, or after it), how many
+The collapse forecast (entropy_collapse_forecast) is listed too, but judged by benchmarks/bench_forecast.py: a
+warning long before an onset is its point, not a miss. For each rule: the labelled collapses it caught (opened at most 10 steps before the onset, or after it), how many
 within 5 steps of the onset (issue 36's goal: all of them), the median delay after the onset, and its false alarms
 on the runs labelled healthy and no learning (goal: at most 5% of them); the degeneration rule is scored on the
 degenerations and against every other run. Then the runs each rule alarmed on, for reading.
@@ -30,7 +31,7 @@ def main() -> int:
     thresholds = resolve_thresholds()
     replayed = [(t, backtest.replay(t, thresholds)) for t in trajectories]
     scores = [*backtest.score(replayed).values(), backtest.any_collapse_rule(replayed)]
-    print(f"\n{'rule':<22} {'caught':>8} {'≤5 steps':>9} {'median delay':>13} {'false alarms':>13} {'healthy':>8} "
+    print(f"\n{'rule':<26} {'caught':>8} {'≤5 steps':>9} {'median delay':>13} {'false alarms':>13} {'healthy':>8} "
           f"{'no learning':>12}")
     missed = []
     for s in scores:
@@ -38,7 +39,7 @@ def main() -> int:
         still = len(s.alarmed.get(corpus.NO_LEARNING, []))
         share = s.false_alarm_share or 0.0
         delay = "—" if s.median_delay is None else f"{s.median_delay:+g}"
-        print(f"{s.rule:<22} {s.caught:>3} of {s.collapses:<3} {s.in_time:>9} {delay:>13} "
+        print(f"{s.rule:<26} {s.caught:>3} of {s.collapses:<3} {s.in_time:>9} {delay:>13} "
               f"{s.false_alarm_count:>4} of {s.negative_count:<3}{share:>5.0%} {healthy:>8} {still:>12}")
         if s.collapses and s.rule in (*backtest.COLLAPSE_RULES, "degeneration", "any collapse rule") and (
                 s.in_time < s.collapses or share > GOAL_FALSE_ALARMS):
@@ -46,7 +47,7 @@ def main() -> int:
     print("\nalarms on runs that did not collapse:")
     for s in scores:
         for label, names in sorted(s.alarmed.items()):
-            print(f"  {s.rule:<22} {label:<12} {', '.join(names)}")
+            print(f"  {s.rule:<26} {label:<12} {', '.join(names)}")
     print("\ndelays after each collapse's onset (negative: before it):")
     for kind in STEP_RULE_KINDS:
         per_run = []
