@@ -56,7 +56,7 @@ def test_a_malformed_body_is_malformed_request(mlflow, body, words):
     ("runs/create", {"experiment_id": "0", "tags": [{"key": "", "value": "x"}]}),
     ("runs/create", {"experiment_id": "0", "run_name": "a\x00b"}),
     ("runs/log-batch", {"metrics": [{"key": "x", "value": 1}]}),
-    ("runs/log-metric", {"run_id": "RID", "key": "x", "value": 1, "step": -1}),
+    ("runs/log-metric", {"run_id": "RID", "key": "x", "value": 1, "step": 2 ** 63}),
     ("runs/log-metric", {"run_id": "RID", "key": "x", "value": 1, "step": 10 ** 40}),
     ("runs/log-metric", {"run_id": "RID", "key": "x", "value": None, "step": 1}),
     ("runs/log-batch", {"run_id": "RID", "metrics": "x"}),

@@ -200,7 +200,7 @@ def tags_json(tags: dict) -> list[dict]:
     return [{"key": k, "value": v} for k, v in tags.items()]
 
 
-def metric_json(key: str, value, time_s, step: int) -> dict:
-    """One metric point as MLflow's Metric: a missing value (NaN, infinity) is "NaN"."""
-    return {"key": key, "value": "NaN" if value is None else value,
-            "timestamp": int(time_s * 1000) if time_s is not None else 0, "step": step}
+def metric_json(key: str, value, timestamp_ms: int, step: int) -> dict:
+    """One metric point as MLflow's Metric: NaN as protobuf's JSON writes it."""
+    return {"key": key, "value": "NaN" if value is None or math.isnan(value) else value, "timestamp": timestamp_ms,
+            "step": step}

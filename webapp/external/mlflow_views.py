@@ -17,7 +17,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from webapp.metrics import series
 
-from . import experiments, reporting
+from . import experiments, logged_metrics, reporting
 from .experiments import Caller, experiment_json
 from .mlflow_protocol import (MAX_METRICS_PER_BATCH, MAX_PARAM_VALUE_LENGTH, MAX_PARAMS_TAGS_PER_BATCH,
                               MAX_TAG_VALUE_LENGTH, STATUS_OF_STATE, MlflowError, error_response, invalid,
@@ -129,7 +129,7 @@ def create_run(caller, fields):
 
 def get_run(caller, fields):
     external = reporting.find(caller, _run_id(fields))
-    return {"run": run_json(external, series.latest([external.pk])[external.pk])}
+    return {"run": run_json(external, logged_metrics.latest([external.pk])[external.pk])}
 
 
 def update_run(caller, fields):
@@ -165,7 +165,7 @@ def search(caller, fields):
     runs, next_token = search_runs(found, text(fields, "filter", required=False) or "",
                                    _view_type(fields, "run_view_type"), order_by, max_results,
                                    text(fields, "page_token", required=False))
-    latest = series.latest([e.pk for e in runs])
+    latest = logged_metrics.latest([e.pk for e in runs])
     body = {"runs": [run_json(e, latest[e.pk]) for e in runs]}
     if next_token:
         body["next_page_token"] = next_token
@@ -205,28 +205,14 @@ def delete_tag(caller, fields):
 
 
 def get_metric_history(caller, fields):
-    """Every point of one metric in step order (one per step: a step logged again keeps its later value),
-    a page of max_results at a time when asked. Four fixed statements (the token, the run, the series) and
-    the JSON written as text: a trainer's dashboard reads long histories often."""
+    """Every value logged of one metric, as MLflow's server returns them (logged_metrics.py): ordered by timestamp,
+    step and value, a page of max_results at a time when asked, written as text (a trainer's dashboard reads long
+    histories often)."""
     run_pk = reporting.visible_run_pk(caller, _run_id(fields))
     key = text(fields, "metric_key")
-    found = series.read([run_pk], [key])[run_pk].get(key)
-    points = found.lists() if found else {"steps": [], "values": [], "times": []}
-    start = _page_start(fields)
     limit = whole(fields, "max_results", default=None, low=1, high=10**9)
-    steps, values, times = points["steps"], points["values"], points["times"]
-    first = next((i for i, s in enumerate(steps) if s >= start), len(steps)) if start else 0
-    last = len(steps) if limit is None else min(len(steps), first + limit)
-    head = '{"key":' + json.dumps(key) + ',"value":'
-    rows = ",".join(f'{head}{_NAN if values[i] is None else repr(float(values[i]))},"timestamp":'
-                    f'{int(times[i] * 1000) if times[i] is not None else 0},"step":{steps[i]}}}'
-                    for i in range(first, last))
-    more = (',"next_page_token":' + json.dumps(base64.urlsafe_b64encode(str(steps[last]).encode()).decode())
-            if last < len(steps) else "")
-    return HttpResponse('{"metrics":[' + rows + "]" + more + "}", content_type="application/json")
-
-
-_NAN = '"NaN"'  # a missing value (NaN, infinity), as protobuf's JSON writes NaN
+    body = logged_metrics.history_json(run_pk, key, text(fields, "page_token", required=False), limit)
+    return HttpResponse(body, content_type="application/json")
 
 
 def _page_start(fields) -> int | None:

@@ -91,3 +91,41 @@ class PendingRollout(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "step", "prompt_id", "index"],
                                                name="unique_pending_rollout")]
+
+
+class LoggedMetric(models.Model):
+    """Every metric value a trainer logged through MLflow's protocol, kept as MLflow's own store keeps it (its
+    SqlMetric): several values per key and step, steps in any order and of any 64-bit size, each with its own
+    millisecond timestamp; NaN as `is_nan` (value 0) and ±inf as ±the largest float, as MLflow's SQL store writes
+    them. metrics/get-history reads these (logged_metrics.py); the charts, rules and exports read the metric store,
+    where each step holds its latest value. One row per distinct point: a point sent twice is kept once, as in
+    MLflow, whose primary key is these columns."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=250)
+    timestamp = models.BigIntegerField()
+    step = models.BigIntegerField()
+    value = models.FloatField()
+    is_nan = models.BooleanField(default=False)
+
+    class Meta:
+        # also the history's index: a key's points in MLflow's order, timestamp, step, value
+        constraints = [models.UniqueConstraint(fields=["run", "key", "timestamp", "step", "value", "is_nan"],
+                                               name="one_logged_metric_point")]
+
+
+class LatestMetric(models.Model):
+    """Each key's latest value, as MLflow's latest_metrics table keeps it: the point with the highest (step,
+    timestamp, value), updated as points are logged. runs/get and runs/search read it."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=250)
+    timestamp = models.BigIntegerField()
+    step = models.BigIntegerField()
+    value = models.FloatField()
+    is_nan = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["run", "key"], name="one_latest_metric_per_key")]

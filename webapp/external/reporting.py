@@ -20,12 +20,16 @@ from webapp.metrics import series
 from webapp.runs import ingestion, lifecycle
 from webapp.runs.models import Run
 
+from . import logged_metrics
 from .experiments import Caller
 from .mlflow_protocol import (MAX_RUN_NAME_LENGTH, STATE_OF_STATUS, MlflowError, entity_key, invalid, missing,
                               number)
 from .models import Experiment, ExternalRun
 
-MAX_STEP = 2**31 - 1  # MetricPoint.step is a 32-bit integer
+# MLflow takes any 64-bit step; the charts hold the steps the metric store does (MetricPoint.step is 32-bit, and a
+# run's steps count from 0): the others are kept for get-history alone (logged_metrics.py)
+STEP_RANGE = (-(2**63), 2**63 - 1)
+CHART_STEPS = (0, 2**31 - 1)
 # Tags Evolab reads (docs/external-runs.md); evolab.run_id is written by Evolab alone.
 RUN_NAME_TAG, METHOD_TAG, ANSWER_RULE_TAG, TRAINER_TAG, RUN_ID_TAG = (
     "mlflow.runName", "evolab.method", "evolab.answer_rule", "evolab.trainer", "evolab.run_id")
@@ -148,16 +152,16 @@ def log_batch(caller: Caller, external: ExternalRun, metrics: list, params: list
         _ingest_points(external, points)
 
 
-def _metric(item, i: int) -> tuple[str, float, float, int]:
-    """(key, value, time in seconds, step) of one metric of a batch, or INVALID_PARAMETER_VALUE naming it."""
+def _metric(item, i: int) -> tuple[str, float, int, int]:
+    """(key, value, timestamp in ms, step) of one metric of a batch, or INVALID_PARAMETER_VALUE naming it."""
     if not isinstance(item, dict):
         raise invalid(f"metrics[{i}] must be an object {{key, value, timestamp, step}}")
     key = entity_key(item.get("key"), f"metrics[{i}].key")
     value = number(item.get("value"), f"metric '{key}' (metrics[{i}].value)")
-    step = _whole(item.get("step", 0), f"metric '{key}' step", 0, MAX_STEP)
+    step = _whole(item.get("step", 0), f"metric '{key}' step", *STEP_RANGE)
     timestamp = _whole(item.get("timestamp"), f"metric '{key}' timestamp", 0, 2**53) if item.get("timestamp") not in (
         None, "") else int(time.time() * 1000)
-    return key, value, timestamp / 1000, step
+    return key, value, timestamp, step
 
 
 def _whole(value, what: str, low: int, high: int) -> int:
@@ -242,15 +246,23 @@ _MEMORIES: "OrderedDict[int, object]" = OrderedDict()
 _MEMORIES_KEPT = 256
 
 
-def _ingest_points(external: ExternalRun, points: list[tuple[str, float, float, int]]) -> None:
+def _ingest_points(external: ExternalRun, points: list[tuple[str, float, int, int]]) -> None:
+    """Keep every point as MLflow does (logged_metrics.record: what get-history and runs/get return), then chart
+    the batch: each step's latest value by timestamp (a step logged again, by a resumed run or an asynchronous
+    client's earlier batch arriving late, shows its later value), through ingestion like any run's metrics."""
     run = external.run
-    _refuse_steps_going_back(run, points)
+    logged_metrics.record(run.pk, points)
     by_step: dict[int, dict] = {}
+    stamps: dict[tuple[int, str], int] = {}
     times: dict[int, float] = {}
-    for key, value, when, step in points:  # a key logged twice at one step: the later value wins, as in MLflow's latest
+    for key, value, timestamp, step in points:
+        if not CHART_STEPS[0] <= step <= CHART_STEPS[1] or timestamp < stamps.get((step, key), timestamp):
+            continue  # a step the charts cannot hold, or an earlier point of a key logged twice in the batch
+        stamps[(step, key)] = timestamp
         by_step.setdefault(step, {})[key] = None if math.isnan(value) or math.isinf(value) else value
-        times[step] = max(times.get(step, when), when)
-    by_step = _without_values_already_stored(run, by_step)
+        times[step] = max(times.get(step, timestamp / 1000), timestamp / 1000)
+    if by_step:
+        by_step = _without_values_already_stored(run, by_step)
     if not by_step:
         return
     trainer = run.trainer or detect_trainer({key for values in by_step.values() for key in values}) or ""
@@ -266,25 +278,6 @@ def _ingest_points(external: ExternalRun, points: list[tuple[str, float, float, 
         _MEMORIES[run.pk] = memory
         while len(_MEMORIES) > _MEMORIES_KEPT:
             _MEMORIES.popitem(last=False)
-
-
-def _refuse_steps_going_back(run: Run, points) -> None:
-    """A metric's steps only go forward (DESIGN §4.8): a value at a step before one already logged for the same
-    name is refused (logging a step again keeps the later value). Read only when a step lies behind the run's
-    last one: a trainer logging step by step costs no query."""
-    first = {}
-    for key, _, _, step in points:
-        if key in first and step < first[key][1]:
-            raise invalid(f"metric '{key}' goes back from step {first[key][1]} to step {step} in one batch; a "
-                          f"metric's steps must not go backwards")
-        first[key] = (min(first.get(key, (step, step))[0], step), step)
-    if run.last_step is None or all(low >= run.last_step for low, _ in first.values()):
-        return
-    logged = series.last_steps(run, first)
-    for key, (low, _) in first.items():
-        if key in logged and low < logged[key]:
-            raise invalid(f"metric '{key}' at step {low} is before step {logged[key]}, already logged for it; a "
-                          f"metric's steps must not go backwards")
 
 
 def _without_values_already_stored(run: Run, by_step: dict) -> dict:

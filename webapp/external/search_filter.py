@@ -8,8 +8,8 @@ import binascii
 import re
 from dataclasses import dataclass
 
-from webapp.metrics import series
 
+from . import logged_metrics
 from .like import MAX_PATTERN_LENGTH, like
 from .mlflow_protocol import STATUS_OF_STATE, invalid
 from .models import Experiment, ExternalRun
@@ -157,7 +157,7 @@ def search_runs(found_experiments: list[Experiment], filter_text: str, view: str
     runs = list(runs)
     orders = [_order(o) for o in order_by]
     needs_metrics = any(c.entity == "metrics" for c in clauses) or any(kind == "metrics" for kind, _, _ in orders)
-    latest = series.latest([e.pk for e in runs]) if needs_metrics else {}
+    latest = logged_metrics.latest([e.pk for e in runs]) if needs_metrics else {}
 
     def values(external):
         metrics = {name: value for name, (_, value, _) in latest.get(external.pk, {}).items()}

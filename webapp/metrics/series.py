@@ -439,23 +439,6 @@ def latest(run_ids: list[int]) -> dict:
     return out
 
 
-def last_steps(run: Run, names) -> dict:
-    """{name: the last step stored} of the run's metric series of those names (chunks and open points)."""
-    found = dict(MetricSeries.objects.filter(run=run, clock=False, name__in=list(names)).values_list("id", "name"))
-    if not found:
-        return {}
-    ids = list(found)
-    rows = bulk.fetch(
-        f"SELECT series_id, MAX(step) FROM {MetricPoint._meta.db_table} WHERE series_id IN ({bulk.placeholders(ids)}) "
-        f"GROUP BY series_id UNION ALL SELECT series_id, MAX(last_step) FROM {MetricChunk._meta.db_table} "
-        f"WHERE series_id IN ({bulk.placeholders(ids)}) GROUP BY series_id", ids + ids)
-    out = {}
-    for series_id, step in rows:
-        if step is not None:
-            out[found[series_id]] = max(step, out.get(found[series_id], step))
-    return out
-
-
 def stored_values(run: Run, names, low: int, high: int) -> dict:
     """{(name, step): value} stored for the run's metric series of those names at low..high."""
     found = dict(MetricSeries.objects.filter(run=run, clock=False, name__in=list(names)).values_list("id", "name"))

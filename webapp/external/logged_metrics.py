@@ -1,0 +1,111 @@
+"""A run's metrics as MLflow's protocol returns them, exactly as MLflow's own server would (DESIGN §4.8): every
+value logged, several per key and step, steps in any order and of any 64-bit size, each with its own millisecond
+timestamp (models.LoggedMetric), and each key's latest value by (step, timestamp, value) (models.LatestMetric).
+The charts, the rules and the exports read the metric store instead (webapp/metrics), where a step holds the latest
+value logged at it: a resumed run's chart shows the step as it was logged last.
+
+Values are stored as MLflow's SQL store writes them (mlflow/store/tracking/sqlalchemy_store.py,
+sanitize_metric_value): NaN as 0 with `is_nan`, +inf and -inf as the largest and smallest float."""
+import base64
+import binascii
+import json
+import math
+
+from webapp import bulk
+
+from .mlflow_protocol import invalid
+from .models import LatestMetric, LoggedMetric
+
+LARGEST = 1.7976931348623157e308  # what MLflow's SQL store writes for +inf ("Sql can not represent Infs")
+LOGGED, LATEST = LoggedMetric._meta.db_table, LatestMetric._meta.db_table
+_COLUMNS = ("run_id", "key", "timestamp", "step", "value", "is_nan")
+
+
+def stored(value: float) -> tuple[float, bool]:
+    """(value, is_nan) as MLflow's SQL store keeps a metric value."""
+    if math.isnan(value):
+        return 0.0, True
+    if math.isinf(value):
+        return (LARGEST if value > 0 else -LARGEST), False
+    return value, False
+
+
+def record(run_id: int, points: list[tuple[str, float, int, int]]) -> None:
+    """Keep a batch's points, (key, value, timestamp in ms, step) each: a point already kept is not kept again, and
+    each key's latest value moves only to a point later by (step, timestamp, value), as MLflow's
+    _update_latest_metrics_if_necessary compares them."""
+    rows, latest = [], {}
+    for key, value, timestamp, step in points:
+        value, is_nan = stored(value)
+        row = (run_id, key, timestamp, step, value, is_nan)
+        rows.append(row)
+        if key not in latest or _later(row, latest[key]):
+            latest[key] = row
+    if not rows:
+        return
+    names = ", ".join(bulk.quoted(c) for c in _COLUMNS)
+    values = ", ".join(["(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"] * len(rows))
+    bulk.fetch(f"INSERT INTO {LOGGED} ({names}) VALUES {values} ON CONFLICT DO NOTHING",
+               [v for row in rows for v in row])
+    newest = list(latest.values())
+    values = ", ".join(["(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"] * len(newest))
+    step, stamp, value = (bulk.quoted(c) for c in ("step", "timestamp", "value"))
+    bulk.fetch(f"INSERT INTO {LATEST} ({names}) VALUES {values} ON CONFLICT (run_id, {bulk.quoted('key')}) DO UPDATE "
+               f"SET {stamp} = excluded.{stamp}, {step} = excluded.{step}, {value} = excluded.{value}, "
+               f"is_nan = excluded.is_nan WHERE (excluded.{step}, excluded.{stamp}, excluded.{value}) > "
+               f"({LATEST}.{step}, {LATEST}.{stamp}, {LATEST}.{value})", [v for row in newest for v in row])
+
+
+def _later(row: tuple, than: tuple) -> bool:
+    """Whether a point (run_id, key, timestamp, step, value, is_nan) is later than another: by step, then
+    timestamp, then value."""
+    return (row[3], row[2], row[4]) > (than[3], than[2], than[4])
+
+
+def latest(run_ids: list[int]) -> dict:
+    """{run_id: {key: (step, value, timestamp in ms)}} of each key's latest value (NaN where it is one)."""
+    found = {run_id: {} for run_id in run_ids}
+    if not run_ids:
+        return found
+    for run_id, key, timestamp, step, value, is_nan in bulk.fetch(
+            f"SELECT run_id, {bulk.quoted('key')}, {bulk.quoted('timestamp')}, step, {bulk.quoted('value')}, is_nan "
+            f"FROM {LATEST} WHERE run_id IN ({bulk.placeholders(run_ids)})", run_ids):
+        found[run_id][key] = (step, math.nan if is_nan else value, timestamp)
+    return found
+
+
+def history_json(run_id: int, key: str, page_token: str | None, max_results: int | None) -> str:
+    """metrics/get-history's answer, written as text: the key's points in MLflow's order (timestamp, step, value),
+    a page of `max_results` from the token's offset, and the next page's token when more remain."""
+    offset = _offset(page_token)
+    limit = f" LIMIT {int(max_results) + 1}" if max_results is not None else ""
+    rows = bulk.fetch(
+        f"SELECT {bulk.quoted('timestamp')}, step, {bulk.quoted('value')}, is_nan FROM {LOGGED} "
+        f"WHERE run_id = %s AND {bulk.quoted('key')} = %s ORDER BY {bulk.quoted('timestamp')}, step, "
+        f"{bulk.quoted('value')}{limit} OFFSET {offset}", [run_id, key])
+    more = max_results is not None and len(rows) > max_results
+    rows = rows[:max_results] if more else rows
+    head = '{"key":' + json.dumps(key) + ',"value":'
+    body = ",".join(f'{head}{_NAN if is_nan else repr(float(value))},"timestamp":{timestamp},"step":{step}}}'
+                    for timestamp, step, value, is_nan in rows)
+    token = ',"next_page_token":' + json.dumps(_token(offset + len(rows))) if more else ""
+    return '{"metrics":[' + body + "]" + token + "}"
+
+
+_NAN = '"NaN"'  # NaN as protobuf's JSON writes it
+
+
+def _token(offset: int) -> str:
+    return base64.b64encode(json.dumps({"offset": offset}).encode()).decode()
+
+
+def _offset(token: str | None) -> int:
+    if not token:
+        return 0
+    try:
+        offset = json.loads(base64.b64decode(token.encode()).decode())["offset"]
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError
+        return offset
+    except (ValueError, KeyError, TypeError, binascii.Error, UnicodeDecodeError):
+        raise invalid(f"Invalid page token, could not base64-decode: {token!r}") from None
