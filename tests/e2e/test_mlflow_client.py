@@ -130,3 +130,43 @@ def test_a_run_logged_by_the_mlflow_client_collapses_and_its_team_is_alerted(liv
         "get_run": "RESOURCE_DOES_NOT_EXIST", "history": "RESOURCE_DOES_NOT_EXIST", "log": "RESOURCE_DOES_NOT_EXIST",
         "experiment": "RESOURCE_DOES_NOT_EXIST", "by_name": "None"}
     assert api.get(f"/runs/{run['id']}/metrics?names=entropy")["metrics"]["entropy"]["steps"][-1] == 12
+
+
+ASYNC_AND_RESUMED = r"""
+import json, mlflow
+mlflow.set_experiment("async")
+with mlflow.start_run(run_name="async-resumed") as run:
+    for step in range(1, 151):  # sent in parallel batches by the client's async logging queue
+        mlflow.log_metrics({f"k{i}": step + i / 10 for i in range(5)}, step=step, synchronous=False)
+    mlflow.flush_async_logging()
+    for step in range(100, 111):  # a trainer resumed from its step-99 checkpoint logs those steps again
+        mlflow.log_metric("k0", -step, step=step)  # asynchronous too: the variable makes it the default
+    mlflow.flush_async_logging()
+    client = mlflow.MlflowClient()
+    print(json.dumps({"run_id": run.info.run_id,
+                      "history": {f"k{i}": [[m.step, m.value] for m in client.get_metric_history(run.info.run_id, f"k{i}")]
+                                  for i in range(5)}}))
+"""
+
+
+def test_asynchronous_logging_and_a_resumed_trainer_lose_no_point(live_stack, live_user):
+    """The client's async logging sends batches in parallel, so a later step's batch may land before an earlier
+    one's; 1-5% of points were refused ("must not go backwards") and kept client-side only. A resumed trainer that
+    logs steps again died on the same refusal."""
+    done = subprocess.run([sys.executable, "-c", ASYNC_AND_RESUMED], env={
+        **client_env(live_stack, ApiToken.issue(live_user)), "MLFLOW_ENABLE_ASYNC_LOGGING": "true"},
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # the client prints "View run ... at" lines as the run ends
+    found = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
+    for i in range(5):
+        kept = sorted(found["history"][f"k{i}"])
+        expected = [[step, step + i / 10] for step in range(1, 151)]
+        if i == 0:
+            expected = sorted(expected + [[step, -step] for step in range(100, 111)])
+        assert kept == expected, (f"k{i}: {len(kept)} points kept of {len(expected)}", sorted(set(map(tuple, expected)) - set(map(tuple, kept))), done.stderr[-4000:])
+    run = ExternalRun.objects.get(run__mlflow_run_id=found["run_id"]).run
+    from webapp.runs.queries import metric_series
+
+    chart = metric_series(run)["k0"]
+    assert chart["steps"] == list(range(1, 151)) and chart["values"][104] == -105  # the step as logged last
