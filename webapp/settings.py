@@ -174,8 +174,9 @@ LIVE_STREAM_IDLE_SECONDS = int(os.environ.get("EVOLAB_LIVE_STREAM_IDLE_SECONDS",
 
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
-    # shared by every web process: sign-in failures (webapp/accounts/sign_in.py)
-    "throttle": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
+    # Redis, shared by every process: sign-in failures (webapp/accounts/sign_in.py), a team's webhook in flight
+    # (webapp/alerts/delivery.py), a run's charting asked for (webapp/external/charting.py)
+    "shared": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL,
                  "KEY_PREFIX": os.environ.get("EVOLAB_CHANNEL_PREFIX", "evolab"),
                  "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2}},
 }
@@ -229,6 +230,9 @@ PROMPT_UPLOAD_STALE_SECONDS = float(os.environ.get("EVOLAB_PROMPT_UPLOAD_STALE_S
 # model path (the shipped MiniLM when unset). Both on the `external` queue.
 EXTERNAL_GROUP_QUIET_SECONDS = float(os.environ.get("EVOLAB_EXTERNAL_GROUP_QUIET_SECONDS", 5))
 EXTERNAL_EMBEDDING_MODEL = os.environ.get("EVOLAB_EXTERNAL_EMBEDDING_MODEL", "")
+# The charts of a run logging through MLflow's protocol are drawn this long after a request asks for them, with every
+# step logged meanwhile (webapp/external/charting.py): the charts follow the log by about this much.
+EXTERNAL_CHART_AFTER_SECONDS = float(os.environ.get("EVOLAB_EXTERNAL_CHART_AFTER_SECONDS", 1.0))
 
 # Alerts (DESIGN §4.5): links in notifications point here; webhooks retry with backoff.
 EVOLAB_BASE_URL = os.environ.get("EVOLAB_BASE_URL", "http://127.0.0.1:" + os.environ.get("PORT", "8000"))

@@ -20,9 +20,10 @@ from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm, UsernameField
 from django.contrib.auth.views import LoginView
-from django.core.cache import caches
 from django.core.exceptions import ValidationError
 from django.forms.forms import NON_FIELD_ERRORS
+
+from webapp.shared_cache import shared_cache
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ def _keys(username: str, address: str) -> list[tuple[str, int]]:
 def seconds_refused(username: str, address: str) -> int:
     """How long sign-in stays refused for this username from this address (0: not refused)."""
     try:
-        cache = caches["throttle"]
+        cache = shared_cache()
         keys = _keys(username, address)
         values = cache.get_many([k for key, _ in keys for k in (key, f"{key}:since")])
         waits = [values.get(f"{key}:since", time.time()) + settings.LOGIN_LOCKOUT_SECONDS - time.time()
@@ -72,7 +73,7 @@ def seconds_refused(username: str, address: str) -> int:
 
 def record_failure(username: str, address: str) -> None:
     try:
-        cache = caches["throttle"]
+        cache = shared_cache()
         for key, _ in _keys(username, address):
             # the window starts at the first failure: `add` writes only where nothing is, INCR is atomic in Redis
             # (a get-then-set lost counts to parallel attempts) and keeps the key's expiry
@@ -89,7 +90,7 @@ def record_failure(username: str, address: str) -> None:
 def clear(username: str, address: str) -> None:
     try:
         key = _keys(username, address)[0][0]
-        caches["throttle"].delete_many([key, f"{key}:since"])
+        shared_cache().delete_many([key, f"{key}:since"])
     except Exception as exc:  # noqa: BLE001
         log.warning("sign-in throttle unavailable: %s", exc)
 

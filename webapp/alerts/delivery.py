@@ -7,12 +7,12 @@ import logging
 import uuid
 
 from django.conf import settings
-from django.core.cache import caches
 from django.core.mail import send_mail
 from django.db import transaction
 from django.utils import timezone
 
 from webapp.accounts.models import AlertEmails, Membership
+from webapp.shared_cache import shared_cache
 
 from . import outbound
 from .engine import run_url
@@ -34,7 +34,7 @@ def _take_team_slot(team_id: int) -> str | None:
     worker process shares it) and expires on its own if its holder dies."""
     token = uuid.uuid4().hex
     try:
-        taken = caches["throttle"].add(f"webhook-in-flight:{team_id}", token,
+        taken = shared_cache().add(f"webhook-in-flight:{team_id}", token,
                                        timeout=settings.WEBHOOK_TIMEOUT_SECONDS + 5)
     except Exception as exc:  # noqa: BLE001 - Redis away: deliver unthrottled rather than not at all
         log.warning("webhook team slot unavailable: %s", exc)
@@ -44,7 +44,7 @@ def _take_team_slot(team_id: int) -> str | None:
 
 def _release_team_slot(team_id: int, token: str) -> None:
     try:
-        cache, key = caches["throttle"], f"webhook-in-flight:{team_id}"
+        cache, key = shared_cache(), f"webhook-in-flight:{team_id}"
         if cache.get(key) == token:
             cache.delete(key)
     except Exception as exc:  # noqa: BLE001
