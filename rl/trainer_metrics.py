@@ -65,7 +65,7 @@ TRAINER_METRICS: dict[str, dict[str, str]] = {
 
 # Names only one trainer logs: seeing one of them says who is reporting.
 _SIGNATURES: dict[str, tuple[str, ...]] = {
-    "verl": ("actor/", "critic/", "timing_s/", "response_length/clip_ratio"),
+    "verl": ("actor/", "critic/", "timing_s/", "response_length/clip_ratio", "val-core/", "val-aux/"),
     "trl": ("completions/", "frac_reward_zero_std", "reward_std", "step_time"),
     "openrlhf": ("train/policy_loss", "train/actor_lr", "train/response_length", "timing/step_total"),
 }

@@ -29,6 +29,11 @@ app.conf.beat_schedule = {
         "schedule": 60.0,
         "options": {"queue": settings.QUEUE_PREFIX + "alerts", "expires": 60.0},
     },
+    "resend-metric-charts": {
+        "task": "workers.tasks.resend_metric_charts",
+        "schedule": 60.0,
+        "options": {"queue": settings.QUEUE_PREFIX + "alerts", "expires": 60.0},
+    },
     "resend-prompt-uploads": {
         "task": "workers.tasks.resend_prompt_uploads",
         "schedule": 60.0,

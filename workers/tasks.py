@@ -6,11 +6,12 @@ from celery import shared_task
 from webapp.alerts import delivery, engine, failures
 from webapp.prompts import uploads
 from webapp.runs import lifecycle
-from webapp.external import grouping, similarity
+from webapp.external import charting, grouping, similarity
 from webapp.explorer import text_search
-from webapp.tasks import (CHECK_STALLED, DELETE_RUN_FILES, DELIVER_WEBHOOK, EMBED_EXTERNAL_GROUPS,
+from webapp.tasks import (CHART_LOGGED_METRICS, CHECK_STALLED, DELETE_RUN_FILES, DELIVER_WEBHOOK, EMBED_EXTERNAL_GROUPS,
                           GROUP_EXTERNAL_ROLLOUTS, INDEX_ROLLOUT_TEXT, JUDGE_FAILED_RULES, PARSE_PROMPT_UPLOAD, REAP_RUNS,
-                          RESEND_EXTERNAL_ROLLOUTS, RESEND_PROMPT_UPLOADS, SEND_ALERT_EMAIL, TRAIN_RUN)
+                          RESEND_EXTERNAL_ROLLOUTS, RESEND_METRIC_CHARTS, RESEND_PROMPT_UPLOADS, SEND_ALERT_EMAIL,
+                          TRAIN_RUN)
 
 from .run_io import delete_run_dir
 from .supervisor import supervise
@@ -75,6 +76,20 @@ def group_external_rollouts(run_id: int):
     the transaction that deletes its waiting rollouts, so a second delivery finds nothing to do."""
     with watched(run_id, failures.GROUPING):
         return grouping.group_ready_steps(run_id)
+
+
+@shared_task(name=CHART_LOGGED_METRICS, **RETRIED)
+def chart_logged_metrics(run_id: int):
+    """Chart the metrics a run logged through MLflow's protocol (webapp/external/charting.py); the points are
+    deleted in the transaction that charts them, so a second delivery finds nothing to do."""
+    with watched(run_id, failures.CHARTS):
+        return charting.chart_waiting(run_id)
+
+
+@shared_task(name=RESEND_METRIC_CHARTS)
+def resend_metric_charts():
+    """Periodic (celery beat): runs whose logged metrics wait for their charts with no task coming are sent again."""
+    return charting.resend_stale()
 
 
 @shared_task(name=EMBED_EXTERNAL_GROUPS, **RETRIED)

@@ -5,6 +5,8 @@ import json
 import pytest
 
 from webapp.accounts.models import ApiToken
+from webapp.external.charting import chart_waiting
+from webapp.runs.models import Run
 
 
 class Mlflow:
@@ -47,6 +49,14 @@ def no_enqueue(monkeypatch):
     monkeypatch.setattr("webapp.tasks.app.send_task",
                         lambda name, args, queue, countdown=None, **retry: sent.append((name, args, countdown)))
     return sent
+
+
+def charted(run_id) -> Run:
+    """The run (by its MLflow run id) once a worker has charted the metrics it logged: the task its log requests
+    ask for (webapp/external/charting.py), which a real worker runs in tests/e2e."""
+    run = Run.objects.get(mlflow_run_id=run_id)
+    chart_waiting(run.pk)
+    return Run.objects.get(pk=run.pk)
 
 
 def error_of(response) -> tuple[int, str, str]:

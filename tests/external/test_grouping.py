@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tests.external.conftest import charted
 from webapp.external.grouping import group_ready_steps, resend_stale
 from webapp.external.models import ExternalRun, PendingRollout
 from webapp.external.rollouts import parse_lines, prompt_key, receive
@@ -143,6 +144,7 @@ def test_figures_derived_from_the_rollouts_never_replace_the_trainers_own(run, m
     mlflow.ok("runs/log-batch", {"run_id": run.mlflow_run_id, "params": [{"key": "max_completion_length", "value": "8"}],
                                  "metrics": [{"key": "completions/clipped_ratio", "value": 0.125, "step": 1},
                                              {"key": "frac_reward_zero_std", "value": 0.5, "step": 1}]})
+    charted(run.mlflow_run_id)
     # completions longer than 8 characters: lengths not given by the trainer are characters, not the limit's tokens
     report(run, step_of(1, ["4", "4"], rewards=[1.0, 1.0]))
     group_ready_steps(run.pk, now=timezone.now() + LATER)

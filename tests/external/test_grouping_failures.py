@@ -13,11 +13,12 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from tests.external.conftest import charted
 from webapp.alerts.models import Alert
 from webapp.alerts.rules import _STEP_RULES
 from webapp.external.grouping import resend_stale
 from webapp.external.models import PendingRollout
-from webapp.runs.models import Group, Run
+from webapp.runs.models import Group
 from workers import tasks
 
 pytestmark = pytest.mark.django_db
@@ -33,7 +34,7 @@ def run(mlflow, no_enqueue):
     for step in range(1, 13):
         mlflow.log(run_id, step, {"actor/entropy": 1.2 if step < 6 else 0.2, "response_length/mean": 300.0 - step,
                                   "response_length/clip_ratio": 0.0})
-    return Run.objects.get(mlflow_run_id=run_id)
+    return charted(run_id)
 
 
 def report(api_client, run, steps, complete_through):

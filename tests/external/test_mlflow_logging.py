@@ -3,7 +3,7 @@
 batch is refused whole, naming what is wrong, and a batch sent again stores nothing twice."""
 import pytest
 
-from tests.external.conftest import error_of
+from tests.external.conftest import charted, error_of
 from webapp.alerts.models import Alert
 from webapp.external.models import ExternalRun
 from webapp.metrics.models import MetricSeries
@@ -25,10 +25,14 @@ def run_of(run_id):
 def test_verl_names_are_kept_and_mapped_onto_evolabs(mlflow, run_id):
     mlflow.log(run_id, 1, {"actor/entropy": 0.8, "response_length/clip_ratio": 0.25, "critic/score/mean": 0.4,
                            "timing_s/step": 12.5, "val-core/math/acc/mean_at_16": 0.3})
-    series = metric_series(run_of(run_id))
+    series = metric_series(charted(run_id))
     assert series["entropy"]["values"] == [0.8] and series["actor/entropy"]["values"] == [0.8]
     assert series["truncated_ratio"]["values"] == [0.25] and series["reward/mean"]["values"] == [0.4]
-    assert series["time/step"]["values"] == [12.5] and series["val-core/math/acc/mean_at_16"]["values"] == [0.3]
+    # MLflow's keys cannot hold "@": verl's logger writes it "_at_", charted as verl named it
+    assert series["time/step"]["values"] == [12.5] and series["val-core/math/acc/mean@16"]["values"] == [0.3]
+    assert "val-core/math/acc/mean_at_16" not in series
+    history = mlflow.ok("metrics/get-history", run_id=run_id, metric_key="val-core/math/acc/mean_at_16")["metrics"]
+    assert [m["value"] for m in history] == [0.3]  # the client reads back the key it logged
     assert series["entropy"]["times"] == [1_795_000_001.0]
     assert run_of(run_id).trainer == "verl"
 
@@ -36,7 +40,7 @@ def test_verl_names_are_kept_and_mapped_onto_evolabs(mlflow, run_id):
 def test_trl_names_are_mapped_too(mlflow, run_id):
     mlflow.log(run_id, 2, {"entropy": 0.7, "completions/mean_length": 180.0, "reward": 0.6, "reward_std": 0.2,
                            "frac_reward_zero_std": 0.5, "completions/clipped_ratio": 0.1})
-    series = metric_series(run_of(run_id))
+    series = metric_series(charted(run_id))
     assert series["response_length/mean"]["values"] == [180.0] and series["reward/std"]["values"] == [0.2]
     assert series["zero_variance_groups"]["values"] == [0.5] and series["truncated_ratio"]["values"] == [0.1]
 
@@ -44,7 +48,7 @@ def test_trl_names_are_mapped_too(mlflow, run_id):
 def test_a_collapsing_external_run_opens_entropy_collapse(mlflow, run_id):
     for step in range(1, 13):
         mlflow.log(run_id, step, {"actor/entropy": 1.2 * 0.7 ** step, "response_length/mean": 300.0 - 5 * step})
-    alert = Alert.objects.get(run=run_of(run_id), rule="entropy_collapse")
+    alert = Alert.objects.get(run=charted(run_id), rule="entropy_collapse")
     assert alert.state == "open" and alert.team_id == run_of(run_id).team_id
 
 
@@ -61,7 +65,7 @@ def test_a_value_that_is_not_a_number_is_refused_and_nothing_of_the_batch_is_kep
 def test_nan_and_infinity_are_kept_as_missing_values(mlflow, run_id):
     mlflow.ok("runs/log-batch", {"run_id": run_id, "metrics": [{"key": "loss", "value": "NaN", "step": 1},
                                                                {"key": "loss", "value": 2.0, "step": 2}]})
-    assert metric_series(run_of(run_id))["loss"]["values"] == [None, 2.0]
+    assert metric_series(charted(run_id))["loss"]["values"] == [None, 2.0]
     history = mlflow.ok("metrics/get-history", None, run_id=run_id, metric_key="loss")["metrics"]
     assert [(m["step"], m["value"]) for m in history] == [(1, "NaN"), (2, 2.0)]
 
@@ -80,7 +84,7 @@ def test_steps_may_go_backwards_and_the_history_keeps_every_value_as_mlflow_does
     history = mlflow.ok("metrics/get-history", run_id=run_id, metric_key="loss")["metrics"]
     assert [(m["step"], m["value"], m["timestamp"]) for m in history] == [
         (1, 1.0, 1001), (5, 5.0, 1005), (9, 9.0, 1009), (5, 0.5, 2000)]  # MLflow's order: timestamp, step, value
-    assert metric_series(run_of(run_id))["loss"]["values"] == [1.0, 0.5, 9.0]  # step 5 as it was logged last
+    assert metric_series(charted(run_id))["loss"]["values"] == [1.0, 0.5, 9.0]  # step 5 as it was logged last
     assert metric_series(run_of(run_id))["kl"]["steps"] == [3, 9]
     latest = {m["key"]: (m["step"], m["value"]) for m in mlflow.ok("runs/get", run_id=run_id)["run"]["data"]["metrics"]}
     assert latest == {"loss": (9, 9.0), "kl": (9, 0.9)}  # by step, then timestamp
@@ -119,10 +123,10 @@ def test_a_batch_sent_again_stores_nothing_twice(mlflow, run_id):
                                            {"key": "kl", "value": 0.1, "step": 1, "timestamp": 1}],
              "params": [{"key": "lr", "value": "1e-6"}], "tags": [{"key": "team", "value": "rl"}]}
     mlflow.ok("runs/log-batch", batch)
-    events = RunEvent.objects.filter(run=run_of(run_id)).count()
+    events = RunEvent.objects.filter(run=charted(run_id)).count()
     mlflow.ok("runs/log-batch", batch)  # the client retried after its answer was lost
-    assert RunEvent.objects.filter(run=run_of(run_id)).count() == events
-    assert metric_series(run_of(run_id))["loss"]["values"] == [1.0]
+    assert RunEvent.objects.filter(run=charted(run_id)).count() == events
+    assert metric_series(charted(run_id))["loss"]["values"] == [1.0]
 
 
 def test_a_param_is_written_once(mlflow, run_id):

@@ -26,8 +26,9 @@ KIND = "processing_failed"
 MAX_ERROR_CHARS = 300
 
 # The tasks' names, as messages say them. A rule's judgement is a task of its own, "rule <kind>" (rule_task).
-GROUPING, HEATMAPS, LOG, TEXT_INDEX = "grouping", "heatmaps", "log", "text index"
+GROUPING, HEATMAPS, LOG, TEXT_INDEX, CHARTS = "grouping", "heatmaps", "log", "text index", "charts"
 TITLES = {
+    CHARTS: "charting of logged metrics",
     GROUPING: "grouping of reported rollouts",
     HEATMAPS: "similarity heatmaps",
     LOG: "ingestion of the trainer's log",

@@ -11,13 +11,16 @@ import binascii
 import json
 import math
 
+from django.db import connection, transaction
+
 from webapp import bulk
 
 from .mlflow_protocol import invalid
-from .models import LatestMetric, LoggedMetric
+from .models import LatestMetric, LoggedMetric, UnchartedMetric
 
 LARGEST = 1.7976931348623157e308  # what MLflow's SQL store writes for +inf ("Sql can not represent Infs")
-LOGGED, LATEST = LoggedMetric._meta.db_table, LatestMetric._meta.db_table
+LOGGED, LATEST, UNCHARTED = (LoggedMetric._meta.db_table, LatestMetric._meta.db_table,
+                             UnchartedMetric._meta.db_table)
 _COLUMNS = ("run_id", "key", "timestamp", "step", "value", "is_nan")
 
 
@@ -27,13 +30,15 @@ def stored(value: float) -> tuple[float, bool]:
         return 0.0, True
     if math.isinf(value):
         return (LARGEST if value > 0 else -LARGEST), False
-    return value, False
+    return float(value), False
 
 
-def record(run_id: int, points: list[tuple[str, float, int, int]]) -> None:
+def record(run_id: int, points: list[tuple[str, float, int, int]], chart_steps: tuple[int, int]) -> int:
     """Keep a batch's points, (key, value, timestamp in ms, step) each: a point already kept is not kept again, and
     each key's latest value moves only to a point later by (step, timestamp, value), as MLflow's
-    _update_latest_metrics_if_necessary compares them."""
+    _update_latest_metrics_if_necessary compares them. The new points within `chart_steps` wait for the charts
+    (UnchartedMetric, charting.py). One statement on PostgreSQL, one transaction on SQLite. Returns how many
+    points wait for the charts."""
     rows, latest = [], {}
     for key, value, timestamp, step in points:
         value, is_nan = stored(value)
@@ -42,18 +47,47 @@ def record(run_id: int, points: list[tuple[str, float, int, int]]) -> None:
         if key not in latest or _later(row, latest[key]):
             latest[key] = row
     if not rows:
-        return
+        return 0
     names = ", ".join(bulk.quoted(c) for c in _COLUMNS)
-    values = ", ".join(["(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"] * len(rows))
-    bulk.fetch(f"INSERT INTO {LOGGED} ({names}) VALUES {values} ON CONFLICT DO NOTHING",
-               [v for row in rows for v in row])
-    newest = list(latest.values())
-    values = ", ".join(["(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"] * len(newest))
     step, stamp, value = (bulk.quoted(c) for c in ("step", "timestamp", "value"))
-    bulk.fetch(f"INSERT INTO {LATEST} ({names}) VALUES {values} ON CONFLICT (run_id, {bulk.quoted('key')}) DO UPDATE "
-               f"SET {stamp} = excluded.{stamp}, {step} = excluded.{step}, {value} = excluded.{value}, "
-               f"is_nan = excluded.is_nan WHERE (excluded.{step}, excluded.{stamp}, excluded.{value}) > "
-               f"({LATEST}.{step}, {LATEST}.{stamp}, {LATEST}.{value})", [v for row in newest for v in row])
+    newest = list(latest.values())
+    upsert_tail = (f"ON CONFLICT (run_id, {bulk.quoted('key')}) DO UPDATE "
+                   f"SET {stamp} = excluded.{stamp}, {step} = excluded.{step}, {value} = excluded.{value}, "
+                   f"is_nan = excluded.is_nan WHERE (excluded.{step}, excluded.{stamp}, excluded.{value}) > "
+                   f"({LATEST}.{step}, {LATEST}.{stamp}, {LATEST}.{value})")
+    if connection.vendor == "postgresql":
+        # the points, those of them that are new waiting for the charts, and the latest values, in one round trip;
+        # as arrays, so that the statement's text is the same whatever the batch (psycopg's cache of it holds)
+        columns = ", ".join(bulk.quoted(c) for c in _COLUMNS[1:])
+        ((waiting,),) = bulk.fetch(
+            f"WITH new AS (INSERT INTO {LOGGED} ({names}) SELECT %s, * FROM {_ARRAYS} ON CONFLICT DO NOTHING "
+            f"RETURNING {columns}), "
+            f"waiting AS (INSERT INTO {UNCHARTED} ({names}) SELECT %s, {columns} FROM new "
+            f"WHERE {step} BETWEEN %s AND %s RETURNING 1), "
+            f"latest AS (INSERT INTO {LATEST} ({names}) SELECT %s, * FROM {_ARRAYS} {upsert_tail} RETURNING 1) "
+            "SELECT count(*) FROM waiting",
+            [run_id, *_columns_of(rows), run_id, *chart_steps, run_id, *_columns_of(newest)])
+        return waiting
+    one = "(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"
+    with transaction.atomic():
+        new = bulk.fetch(f"INSERT INTO {LOGGED} ({names}) VALUES {', '.join([one] * len(rows))} ON CONFLICT DO NOTHING "
+                         f"RETURNING {names}", [v for row in rows for v in row])
+        waiting = [row for row in new if chart_steps[0] <= row[3] <= chart_steps[1]]
+        if waiting:
+            bulk.fetch(f"INSERT INTO {UNCHARTED} ({names}) VALUES {', '.join([one] * len(waiting))}",
+                       [v for row in waiting for v in row])
+        bulk.fetch(f"INSERT INTO {LATEST} ({names}) VALUES {', '.join([one] * len(newest))} {upsert_tail}",
+                   [v for row in newest for v in row])
+    return len(waiting)
+
+
+# a batch's columns as PostgreSQL arrays, one row per point (key, timestamp, step, value, is_nan)
+_ARRAYS = "unnest(%s::text[], %s::bigint[], %s::bigint[], %s::float8[], %s::bool[])"
+
+
+def _columns_of(rows: list[tuple]) -> list[list]:
+    """The columns after run_id of (run_id, key, timestamp, step, value, is_nan) rows, one list each."""
+    return [[row[i] for row in rows] for i in range(1, len(_COLUMNS))]
 
 
 def _later(row: tuple, than: tuple) -> bool:
@@ -79,10 +113,12 @@ def history_json(run_id: int, key: str, page_token: str | None, max_results: int
     a page of `max_results` from the token's offset, and the next page's token when more remain."""
     offset = _offset(page_token)
     limit = f" LIMIT {int(max_results) + 1}" if max_results is not None else ""
+    if offset:  # SQLite takes an OFFSET only after a LIMIT (-1: none)
+        limit = (limit or (" LIMIT -1" if connection.vendor == "sqlite" else "")) + f" OFFSET {offset}"
     rows = bulk.fetch(
         f"SELECT {bulk.quoted('timestamp')}, step, {bulk.quoted('value')}, is_nan FROM {LOGGED} "
         f"WHERE run_id = %s AND {bulk.quoted('key')} = %s ORDER BY {bulk.quoted('timestamp')}, step, "
-        f"{bulk.quoted('value')}{limit} OFFSET {offset}", [run_id, key])
+        f"{bulk.quoted('value')}{limit}", [run_id, key])
     more = max_results is not None and len(rows) > max_results
     rows = rows[:max_results] if more else rows
     head = '{"key":' + json.dumps(key) + ',"value":'

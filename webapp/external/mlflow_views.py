@@ -9,13 +9,10 @@ is UNAUTHENTICATED, and so is one with an invalid token, whatever cookie it send
 anonymous: webapp/accounts/middleware.py)."""
 import base64
 import binascii
-import json
 import re
 
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
-
-from webapp.metrics import series
 
 from . import experiments, logged_metrics, reporting
 from .experiments import Caller, experiment_json

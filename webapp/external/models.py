@@ -129,3 +129,18 @@ class LatestMetric(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "key"], name="one_latest_metric_per_key")]
+
+
+class UnchartedMetric(models.Model):
+    """A point of a run's LoggedMetric that its charts have yet to show (charting.py): written with it by the
+    log-batch request, deleted by the worker that charts it, in the transaction that charts it. Only points the
+    charts can hold (steps 0..2^31-1) wait here; a point logged twice waits once, as it is kept once."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=250)
+    timestamp = models.BigIntegerField()
+    step = models.BigIntegerField()
+    value = models.FloatField()
+    is_nan = models.BooleanField(default=False)
+

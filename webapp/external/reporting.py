@@ -1,11 +1,10 @@
 """Action functions of a run trained elsewhere (DESIGN §4.8): the one place each thing its trainer reports is
-written. Metrics go through ingestion like any run's (webapp/runs/ingestion.py: series, alert rules, live
-messages); the run's state goes through its lifecycle (webapp/runs/lifecycle.py). Each action checks
-everything it was given before it writes anything, so a bad request leaves nothing half written."""
-import math
+written. Metrics are kept as MLflow keeps them and charted by a worker through ingestion like any run's
+(charting.py; webapp/runs/ingestion.py: series, alert rules, live messages); the run's state goes through its
+lifecycle (webapp/runs/lifecycle.py). Each action checks everything it was given before it writes anything, so a
+bad request leaves nothing half written."""
 import time
 import uuid
-from collections import OrderedDict
 from datetime import datetime, timezone as utc_zone
 
 from django.db import transaction
@@ -13,14 +12,13 @@ from django.utils import timezone
 
 from rl.answer_rules import answer_rule
 from rl.methods import METHODS
-from rl.trainer_metrics import TRAINERS, detect_trainer, with_design_names
+from rl.trainer_metrics import TRAINERS
 from webapp.accounts.models import Membership
 from webapp import bulk
-from webapp.metrics import series
-from webapp.runs import ingestion, lifecycle
+from webapp.runs import lifecycle
 from webapp.runs.models import Run
 
-from . import logged_metrics
+from . import charting, logged_metrics
 from .experiments import Caller
 from .mlflow_protocol import (MAX_RUN_NAME_LENGTH, STATE_OF_STATUS, MlflowError, entity_key, invalid, missing,
                               number)
@@ -149,7 +147,7 @@ def log_batch(caller: Caller, external: ExternalRun, metrics: list, params: list
     if params or tags:
         _write_params_and_tags(external, params, tag_values)
     if points:
-        _ingest_points(external, points)
+        _keep_points(external, points)
 
 
 def _metric(item, i: int) -> tuple[str, float, int, int]:
@@ -239,60 +237,13 @@ def _first_whole(params: dict, keys) -> int | None:
     return None
 
 
-# What ingestion keeps of a run between two calls (its series ids, the alert rules' window), per run, for the
-# runs this process heard from lately: a trainer logging a step at a time is judged without reading its
-# history back at every request (webapp/runs/ingestion.py::_RunMemory; checked against the run's last_seq).
-_MEMORIES: "OrderedDict[int, object]" = OrderedDict()
-_MEMORIES_KEPT = 256
-
-
-def _ingest_points(external: ExternalRun, points: list[tuple[str, float, int, int]]) -> None:
-    """Keep every point as MLflow does (logged_metrics.record: what get-history and runs/get return), then chart
-    the batch: each step's latest value by timestamp (a step logged again, by a resumed run or an asynchronous
-    client's earlier batch arriving late, shows its later value), through ingestion like any run's metrics."""
-    run = external.run
-    logged_metrics.record(run.pk, points)
-    by_step: dict[int, dict] = {}
-    stamps: dict[tuple[int, str], int] = {}
-    times: dict[int, float] = {}
-    for key, value, timestamp, step in points:
-        if not CHART_STEPS[0] <= step <= CHART_STEPS[1] or timestamp < stamps.get((step, key), timestamp):
-            continue  # a step the charts cannot hold, or an earlier point of a key logged twice in the batch
-        stamps[(step, key)] = timestamp
-        by_step.setdefault(step, {})[key] = None if math.isnan(value) or math.isinf(value) else value
-        times[step] = max(times.get(step, timestamp / 1000), timestamp / 1000)
-    if by_step:
-        by_step = _without_values_already_stored(run, by_step)
-    if not by_step:
-        return
-    trainer = run.trainer or detect_trainer({key for values in by_step.values() for key in values}) or ""
-    if trainer != run.trainer:
-        Run.objects.filter(pk=run.pk).update(trainer=trainer)
-        run.trainer = trainer
-    events = [{"time": times[step], "type": "metrics", "step": step, "values": with_design_names(values, trainer)}
-              for step, values in sorted(by_step.items())]
-    run._ingest_memory = _MEMORIES.pop(run.pk, None)
-    ingestion.append_events(run, events)
-    memory = getattr(run, "_ingest_memory", None)
-    if memory is not None:
-        _MEMORIES[run.pk] = memory
-        while len(_MEMORIES) > _MEMORIES_KEPT:
-            _MEMORIES.popitem(last=False)
-
-
-def _without_values_already_stored(run: Run, by_step: dict) -> dict:
-    """A batch sent again (a client retrying after a lost answer) stores nothing twice: values equal to the ones
-    stored at their steps are dropped. Only steps the run has reached can hold any."""
-    if run.last_step is None or min(by_step) > run.last_step:
-        return by_step
-    names = {key for values in by_step.values() for key in values}
-    stored = series.stored_values(run, names, min(by_step), run.last_step)
-    kept = {}
-    for step, values in by_step.items():
-        fresh = {k: v for k, v in values.items() if (k, step) not in stored or stored[(k, step)] != v}
-        if fresh:
-            kept[step] = fresh
-    return kept
+def _keep_points(external: ExternalRun, points: list[tuple[str, float, int, int]]) -> None:
+    """Keep every point as MLflow does (logged_metrics.record: what get-history, runs/get and runs/search return,
+    at once) and ask a worker to chart the new ones (charting.py: each step's latest value, through ingestion like
+    any run's metrics; a step logged again by a resumed run, or an asynchronous client's batch arriving late, shows
+    its later value)."""
+    if logged_metrics.record(external.run.pk, points, CHART_STEPS):
+        transaction.on_commit(lambda: charting.request(external.run))
 
 
 def delete_tag(caller: Caller, external: ExternalRun, key: str) -> None:
