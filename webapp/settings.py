@@ -214,9 +214,12 @@ RUN_REAP_EVERY_SECONDS = float(os.environ.get("EVOLAB_RUN_REAP_EVERY_SECONDS", 1
 
 # Uploads: a prompt file over this size is refused with a message naming the limit.
 PROMPT_FILE_MAX_BYTES = int(os.environ.get("EVOLAB_PROMPT_FILE_MAX_BYTES", 20 * 1024 * 1024))
+# A file a trainer logs to its run through MLflow's artifact service is kept in the database up to this size
+# (webapp/external/artifacts.py): validation generations, configs and plots, not checkpoints.
+EXTERNAL_MAX_ARTIFACT_BYTES = int(os.environ.get("EVOLAB_MAX_ARTIFACT_BYTES", 16 * 1024 * 1024))
 # Any request body over this is refused (413) before the web server reads it (webapp/body_limit.py);
 # a body up to it (the file and its form fields) is read into memory.
-REQUEST_BODY_MAX_BYTES = PROMPT_FILE_MAX_BYTES + 1024 * 1024
+REQUEST_BODY_MAX_BYTES = max(PROMPT_FILE_MAX_BYTES, EXTERNAL_MAX_ARTIFACT_BYTES) + 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = FILE_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
 # A file up to this size is parsed in the request (well under a second); a larger one is parsed by a
 # worker (the uploads queue, webapp/prompts/uploads.py) while its page shows the progress: a 1M-row

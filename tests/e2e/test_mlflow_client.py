@@ -170,3 +170,42 @@ def test_asynchronous_logging_and_a_resumed_trainer_lose_no_point(live_stack, li
 
     chart = metric_series(run)["k0"]
     assert chart["steps"] == list(range(1, 151)) and chart["values"][104] == -105  # the step as logged last
+
+
+ARTIFACTS = r"""
+import json, os, sys, tempfile
+from pathlib import Path
+import mlflow
+client = mlflow.MlflowClient()
+with mlflow.start_run(run_name="with-artifacts") as run:
+    mlflow.log_text("lr: 1e-6\n", "config/notes.txt")
+    mlflow.log_dict({"n_votes": 16}, "config/method.json")
+    # verl/utils/tracking.py ValidationGenerationsLogger.log_generations_to_mlflow, as it writes and uploads
+    with tempfile.TemporaryDirectory() as tmp_dir:
+        path = Path(tmp_dir, "val_step10.json")
+        path.write_text(json.dumps([{"input": "<|im_start|>user\nWhat is 2+3?<|im_end|>", "output": "\\boxed{5}",
+                                     "score": 1.0}]))
+        mlflow.log_artifact(str(path))
+    answers = {
+        "root": sorted(f.path for f in client.list_artifacts(run.info.run_id)),
+        "config": sorted(f.path for f in client.list_artifacts(run.info.run_id, "config")),
+        "text": mlflow.artifacts.load_text(f"runs:/{run.info.run_id}/config/notes.txt"),
+        "dict": mlflow.artifacts.load_dict(f"runs:/{run.info.run_id}/config/method.json"),
+        "run_id": run.info.run_id,
+    }
+print(json.dumps(answers))
+"""
+
+
+def test_the_clients_artifact_calls_keep_files_and_verls_validation_becomes_generations(live_stack, live_user):
+    done = subprocess.run([sys.executable, "-c", ARTIFACTS], env=client_env(live_stack, ApiToken.issue(live_user)),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("{")))
+    assert found["root"] == ["config", "val_step10.json"]
+    assert found["config"] == ["config/method.json", "config/notes.txt"]
+    assert found["text"] == "lr: 1e-6\n" and found["dict"] == {"n_votes": 16}
+    from webapp.external.models import EvalGeneration
+
+    generation = EvalGeneration.objects.get(run__mlflow_run_id=found["run_id"])
+    assert (generation.step, generation.answer, generation.score) == (10, "5", 1.0)

@@ -1,5 +1,5 @@
 """What a client gets for a request Evolab will not take over MLflow's protocol: always MLflow's error JSON
-with a 4xx (501 for artifacts, which Evolab does not keep), never a crash or an HTML page."""
+with a 4xx (501 for logged models, datasets and traces, which Evolab does not keep), never a crash or an HTML page."""
 import json
 
 import pytest
@@ -77,17 +77,16 @@ def test_a_field_it_cannot_take_is_invalid_parameter_value_naming_it(mlflow, end
 
 
 @pytest.mark.parametrize("path", [
-    "/mlflow/api/2.0/mlflow-artifacts/artifacts/1/abc/artifacts/model.pt",
-    "/mlflow/api/2.0/mlflow/artifacts/list?run_id=abc",
+    "/mlflow/api/2.0/mlflow-artifacts/mpu/create/1/abc/artifacts/model.pt",
     "/mlflow/api/2.0/mlflow/runs/log-model",
     "/mlflow/api/2.0/mlflow/runs/log-inputs",
     "/mlflow/api/2.0/mlflow/logged-models",
     "/mlflow/api/3.0/mlflow/traces",
 ])
-def test_artifacts_models_and_traces_are_not_kept_and_it_says_so(mlflow, path):
+def test_models_datasets_and_traces_are_not_kept_and_it_says_so(mlflow, path):
     response = mlflow.client.post(path, "{}", content_type="application/json", **mlflow.headers)
     status, code, message = error_of(response)
-    assert (status, code) == (501, "NOT_IMPLEMENTED") and "artifacts" in message
+    assert (status, code) == (501, "NOT_IMPLEMENTED") and "logged models" in message
 
 
 def test_an_unknown_endpoint_and_a_wrong_method_answer_in_mlflows_format(mlflow):

@@ -10,11 +10,12 @@ anonymous: webapp/accounts/middleware.py)."""
 import base64
 import binascii
 import re
+from urllib.parse import quote
 
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from . import experiments, logged_metrics, reporting
+from . import artifacts, experiments, logged_metrics, reporting
 from .experiments import Caller, experiment_json
 from .mlflow_protocol import (MAX_METRICS_PER_BATCH, MAX_PARAM_VALUE_LENGTH, MAX_PARAMS_TAGS_PER_BATCH,
                               MAX_TAG_VALUE_LENGTH, STATUS_OF_STATE, MlflowError, error_response, invalid,
@@ -26,8 +27,8 @@ from .search_filter import matches, parse_filter, search_runs
 # 100 (GetMetricHistoryBulk's run_ids; SearchDatasets takes 20 experiment_ids), as Databricks' runs/search does. Each
 # id was a query here (5,000 took 3.4 s); they are now read in one, and this bounds its list.
 MAX_EXPERIMENT_IDS_PER_SEARCH = 100
-NOT_STORED = ("Evolab keeps a run's metrics, params and tags; it stores no artifacts, models, datasets or traces. "
-              "Log those to a store of your own (for example MLflow's own server) and the rest to Evolab.")
+NOT_STORED = ("Evolab keeps a run's metrics, params, tags and artifacts; it stores no logged models, datasets or "
+              "traces. Log those to a store of your own (for example MLflow's own server) and the rest to Evolab.")
 
 
 # --- experiments -------------------------------------------------------------------------------------
@@ -212,6 +213,25 @@ def get_metric_history(caller, fields):
     return HttpResponse(body, content_type="application/json")
 
 
+def list_artifacts(caller, fields):
+    """The tracking API's artifacts/list (a run's files by their path from its artifact root)."""
+    external = reporting.find(caller, _run_id(fields))
+    files = [{"path": name, "is_dir": is_dir, **({} if size is None else {"file_size": size})}
+             for name, is_dir, size in artifacts.run_listing(caller, external.run.mlflow_run_id,
+                                                             text(fields, "path", required=False) or "")]
+    return {"root_uri": info_json(external)["artifact_uri"], **({"files": files} if files else {})}
+
+
+def search_logged_models(caller, fields):
+    """Evolab keeps no logged models, so a search of visible experiments finds none: the client asks this before
+    it reads a run's artifacts through a runs:/ URI (RunsArtifactRepository), which must not fail for it."""
+    ids = fields.get("experiment_ids") or []
+    if not isinstance(ids, list):
+        raise invalid("experiment_ids must be a list of experiment ids")
+    experiments.visible_all(caller, ids[:MAX_EXPERIMENT_IDS_PER_SEARCH])
+    return {}
+
+
 def _page_start(fields) -> int | None:
     token = text(fields, "page_token", required=False)
     if not token:
@@ -298,21 +318,31 @@ ENDPOINTS = {
     ("POST", "runs/set-tag"): set_tag,
     ("POST", "runs/delete-tag"): delete_tag,
     ("GET", "metrics/get-history"): get_metric_history,
+    ("GET", "artifacts/list"): list_artifacts,
+    ("POST", "logged-models/search"): search_logged_models,
 }
 # Endpoints of MLflow's protocol about things Evolab does not keep: a clear error, never a crash.
-NOT_STORED_PREFIXES = ("artifacts/", "runs/log-model", "runs/log-inputs", "runs/outputs", "logged-models",
+NOT_STORED_PREFIXES = ("runs/log-model", "runs/log-inputs", "runs/outputs", "logged-models",
                        "traces", "model-versions", "registered-models", "metrics/get-history-bulk-interval")
+
+
+def _caller(request) -> Caller:
+    """The API token's user, or UNAUTHENTICATED: only the token authenticates here (module docstring)."""
+    if not getattr(request, "token_auth_attempted", False):
+        raise MlflowError("UNAUTHENTICATED", "send an Evolab API token: MLFLOW_TRACKING_TOKEN=<token> (or "
+                                             "'Authorization: Bearer <token>'); manage.py create_api_token USER "
+                                             "prints one")
+    if not request.user.is_authenticated:
+        raise MlflowError("UNAUTHENTICATED", "the API token is not valid")
+    return Caller.of(request.user)
 
 
 @csrf_exempt
 def mlflow_api(request, endpoint: str):
-    sent_token = getattr(request, "token_auth_attempted", False)
-    if not sent_token:
-        return error_response("UNAUTHENTICATED", "send an Evolab API token: MLFLOW_TRACKING_TOKEN=<token> (or "
-                                                 "'Authorization: Bearer <token>'); manage.py create_api_token USER "
-                                                 "prints one")
-    if not request.user.is_authenticated:
-        return error_response("UNAUTHENTICATED", "the API token is not valid")
+    try:
+        caller = _caller(request)
+    except MlflowError as exc:
+        return exc.response()
     handler = ENDPOINTS.get((request.method, endpoint))
     if handler is None:
         if endpoint.startswith(NOT_STORED_PREFIXES):
@@ -322,15 +352,49 @@ def mlflow_api(request, endpoint: str):
                                                                          f"{endpoint}"}, status=405)
         return error_response("ENDPOINT_NOT_FOUND", f"Evolab's MLflow protocol has no endpoint {endpoint!r}")
     try:
-        answer = handler(Caller.of(request.user), request_fields(request))
+        answer = handler(caller, request_fields(request))
         return answer if isinstance(answer, HttpResponse) else JsonResponse(answer)
     except MlflowError as exc:
         return exc.response()
 
 
 @csrf_exempt
+def artifact_service(request, path: str = ""):
+    """MLflow's artifact service as the client calls it for a run's mlflow-artifacts:/ URI (artifacts.py): PUT a
+    file, GET a file, GET the root with ?path= to list a directory, DELETE a file or directory."""
+    try:
+        caller = _caller(request)
+        if request.method == "GET" and not path:
+            files = [{"path": name, "is_dir": is_dir, **({} if size is None else {"file_size": size})}
+                     for name, is_dir, size in artifacts.listing(caller, request.GET.get("path") or "")]
+            return JsonResponse({"files": files} if files else {})
+        if request.method == "GET":
+            return _file_response(artifacts.download(caller, path))
+        if request.method == "PUT" and path:
+            length = request.META.get("CONTENT_LENGTH")
+            artifacts.upload(caller, path, request, int(length) if length and length.isdigit() else None)
+            return JsonResponse({})
+        if request.method == "DELETE" and path:
+            artifacts.delete(caller, path)
+            return JsonResponse({})
+        return JsonResponse({"error_code": "BAD_REQUEST", "message": f"{request.method} is not allowed here"},
+                            status=405)
+    except MlflowError as exc:
+        return exc.response()
+
+
+def _file_response(artifact) -> HttpResponse:
+    """The file's bytes as stored, to be saved, never shown: the client writes them to disk, and a browser must not
+    run an uploaded page under Evolab's origin."""
+    response = HttpResponse(bytes(artifact.content), content_type="application/octet-stream")
+    response["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(artifact.path.rsplit('/', 1)[-1])}"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@csrf_exempt
 def not_stored(request, path: str = ""):
-    """MLflow's artifact service (/mlflow/api/2.0/mlflow-artifacts/...): not kept by Evolab."""
+    """The parts of MLflow's artifact service Evolab does not keep (multipart uploads of files past its limit)."""
     return error_response("NOT_IMPLEMENTED", NOT_STORED)
 
 

@@ -144,3 +144,41 @@ class UnchartedMetric(models.Model):
     value = models.FloatField()
     is_nan = models.BooleanField(default=False)
 
+
+
+class RunArtifact(models.Model):
+    """A file a trainer logged to its run through MLflow's artifact service (mlflow.log_artifact, log_text,
+    log_dict: artifacts.py), kept whole in the database beside the run, so every web process and worker reads
+    the same copy without a shared disk. `path` is relative to the run's artifact root, '/'-separated."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="artifacts")
+    path = models.CharField(max_length=1000)
+    content = models.BinaryField()
+    size = models.BigIntegerField()
+    uploaded_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["path"]
+        constraints = [models.UniqueConstraint(fields=["run", "path"], name="one_artifact_per_path")]
+
+
+class EvalGeneration(models.Model):
+    """One validation generation of a run trained elsewhere at one step: a prompt, the policy's output and its
+    score, read from the validation files verl's MLflow logger uploads (`val_step{N}.json`: artifacts.py). A file
+    uploaded again replaces its step's generations."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="eval_generations")
+    step = models.BigIntegerField()
+    index = models.IntegerField()
+    prompt = models.TextField()
+    output = models.TextField()
+    answer = models.TextField(null=True)  # read from the output with the run's answer rule
+    score = models.FloatField(null=True)
+    extra = models.JSONField(default=dict)  # the file's other fields of the row (verl: reward, max_length_steps)
+    artifact_path = models.CharField(max_length=1000)
+
+    class Meta:
+        ordering = ["step", "index"]
+        constraints = [models.UniqueConstraint(fields=["run", "step", "index"], name="one_eval_generation_per_index")]

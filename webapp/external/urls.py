@@ -6,10 +6,13 @@ from . import mlflow_views, views
 urlpatterns = [
     path("api/2.0/mlflow/<path:endpoint>", mlflow_views.mlflow_api),
     path("ajax-api/2.0/mlflow/<path:endpoint>", mlflow_views.mlflow_api),
+    path("api/2.0/mlflow-artifacts/artifacts", mlflow_views.artifact_service),
+    path("api/2.0/mlflow-artifacts/artifacts/<path:path>", mlflow_views.artifact_service),
     path("api/2.0/mlflow-artifacts/<path:path>", mlflow_views.not_stored),
     path("api/3.0/<path:path>", mlflow_views.not_stored),
     # the links the MLflow client prints ("View run ... at: HOST/mlflow/#/experiments/1/runs/<id>")
     path("", views.mlflow_link, name="mlflow_link"),
     path("runs/<str:mlflow_run_id>/", views.run_by_mlflow_id, name="run_by_mlflow_id"),
+    path("experiments/<id:experiment_id>/", views.experiment_runs, name="experiment_runs"),
     path("<path:path>", mlflow_views.unknown),
 ]
