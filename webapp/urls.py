@@ -6,6 +6,7 @@ from django.views.generic import RedirectView
 
 from webapp.accounts.set_password import SetPasswordView
 from webapp.accounts.sign_in import SignInView
+from webapp.external.views import eval_generations
 from webapp.runs.views import healthz
 
 urlpatterns = [
@@ -22,6 +23,7 @@ urlpatterns = [
     path("prompt-sets/", include("webapp.prompts.urls")),
     path("teams/", include("webapp.accounts.urls")),
     path("teams/", include("webapp.alerts.urls")),
+    path("runs/<id:pk>/evaluation/", eval_generations, name="eval_generations"),
     path("", include("webapp.explorer.urls")),  # before the runs' runs/<id>/<action>/
     path("", include("webapp.runs.urls")),
 ]
