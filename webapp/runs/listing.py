@@ -28,7 +28,7 @@ HEALTH_COLUMNS = (
     ("majority_ratio", "Majority", 2),
 )
 ALL_TEAMS = "all"
-FILTER_NAMES = ("team", "method", "state", "source", "prompt_set", "created_by", "tag", "archived")
+FILTER_NAMES = ("team", "method", "state", "source", "experiment", "prompt_set", "created_by", "tag", "archived")
 
 
 @dataclass
@@ -65,6 +65,8 @@ def run_listing(request) -> RunListing:
         runs = runs.filter(source=filters["source"])
     if filters["state"]:
         runs = runs.filter(state=filters["state"])
+    if filters["experiment"]:  # the MLflow experiment a run trained elsewhere logs to (its "View experiment" link)
+        runs = runs.filter(external__experiment_id=whole_number(filters["experiment"]) or 0)
     if filters["prompt_set"]:
         runs = runs.filter(prompt_set_id=whole_number(filters["prompt_set"]) or 0)
     if filters["created_by"]:
@@ -141,6 +143,9 @@ def _options(user, my_teams, teams) -> dict:
         "methods": [(m.name, m.title) for m in METHODS.values()],
         "states": [s for s, _ in Run.STATES],
         "sources": [(Run.EVOLAB, "by Evolab"), (Run.EXTERNAL, "elsewhere")],
+        # the MLflow experiments holding a visible run trained elsewhere, in one query
+        "experiments": list(visible.filter(external__isnull=False).order_by("external__experiment__name").values_list(
+            "external__experiment_id", "external__experiment__name", "team__name").distinct()),
         "prompt_sets": PromptSet.objects.visible_to(user).filter(team__in=[t.pk for t in teams]).select_related("team"),
         "creators": creators,
         "tags": sorted(tags),
