@@ -50,3 +50,37 @@ def number(value):
 def get_item(mapping, key):
     """mapping[key], or None: a method's extras, one column per key."""
     return mapping.get(key) if isinstance(mapping, dict) else None
+
+
+# A prompt as a chat template wrote it, for the two markups trainers' prompts arrive in: ChatML (Qwen, verl's
+# default models: <|im_start|>ROLE\nCONTENT<|im_end|>) and Llama 3's (<|start_header_id|>ROLE<|end_header_id|>
+# CONTENT<|eot_id|>). The roles are found by these fixed markers; the text between them is never parsed further.
+_CHAT_TURN = re.compile(r"<\|im_start\|>([^\n<]{1,40})\n(.*?)(?:<\|im_end\|>|(?=<\|im_start\|>)|\Z)"
+                        r"|<\|start_header_id\|>([^<]{1,40})<\|end_header_id\|>(.*?)(?:<\|eot_id\|>|(?=<\|start_header_id\|>)|\Z)",
+                        re.DOTALL)
+_OUTSIDE_TURNS = re.compile(r"<\|(?:begin_of_text|end_of_text|endoftext)\|>")
+
+
+@register.filter
+def chat_turns(text):
+    """[{role, content}] of a prompt written with chat markup, or None for plain text. A turn left empty (the
+    open assistant turn a generation prompt ends with) is dropped; text outside every turn is kept as its own."""
+    text = text or ""
+    if "<|im_start|>" not in text and "<|start_header_id|>" not in text:
+        return None
+    turns, pos = [], 0
+    for match in _CHAT_TURN.finditer(text):
+        _outside(text[pos:match.start()], turns)
+        role = (match.group(1) or match.group(3)).strip()
+        content = (match.group(2) if match.group(1) is not None else match.group(4)).strip("\n")
+        if content.strip():
+            turns.append({"role": role, "content": content})
+        pos = match.end()
+    _outside(text[pos:], turns)
+    return turns or None
+
+
+def _outside(between: str, turns: list) -> None:
+    between = _OUTSIDE_TURNS.sub("", between).strip()
+    if between:
+        turns.append({"role": "text", "content": between})
