@@ -17,13 +17,18 @@ def test_the_readmes_report_of_steps_4_to_7_is_grouped_by_the_worker_and_its_pag
         live_stack, live_user, session_key, browser_page):
     from webapp.accounts.models import ApiToken
     from webapp.alerts.models import Alert
-    from webapp.runs.models import Group
+    from webapp.runs.models import Group, Run
 
     client = Evolab(url=live_stack.url, token=ApiToken.issue(live_user), retry_for=5)
     run = client.create_run("outside-run", experiment="grpo", tags={"evolab.trainer": "verl"})
     for step in range(1, 13):
         client.log_metrics(run.mlflow_run_id, step, {"actor/entropy": 1.2 if step < 6 else 0.3,
                                                      "response_length/mean": 300.0 - step})
+    # a worker charts them a second later, and the rules judge them then (as the README's report, the metrics come
+    # first: with the rollouts' majority in the history first, the collapse rule would ask for its second signal)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and Run.objects.get(pk=run.id).last_step != 12:
+        time.sleep(0.2)
     client.post_rollouts(run.id, [
         {"step": step, "prompt": prompt, "index": i, "completion": f"so \\boxed{{{answer}}}", "reward": 1.0,
          "label": "42"}
