@@ -108,6 +108,21 @@ def reward_statistics(rewards: Sequence[float], trained: Sequence[bool]) -> dict
 BatchScorer = Callable[[list[Group], dict, PolicyProbe], list[GroupScore]]
 
 
+# What TRL appends to its metrics once per update but does not measure the policy's state (a setting it echoes)
+_NOT_MEASURED_PER_UPDATE = frozenset({"entropy_coef"})
+
+
+def leave_out_of_means(metrics: dict[str, list], lengths_before: dict[str, int]) -> None:
+    """Turn what an update with no trainable token appended (TRL's masked means of an empty mask: entropy, KL, the
+    clip ratios and the policy loss all read 0) into NaN, which TRL's log() leaves out of the step's mean: one
+    skipped update of four turned an entropy of 0.61 into 0.4575, and a step whose every update was skipped
+    reported entropy 0, which the alert rules read as a collapse. Such a step reports none."""
+    for name, values in metrics.items():
+        if name not in _NOT_MEASURED_PER_UPDATE:
+            for i in range(lengths_before.get(name, 0), len(values)):
+                values[i] = float("nan")
+
+
 def each_group(scorer: Callable[[Group, dict, PolicyProbe], GroupScore]) -> BatchScorer:
     """The default batch scorer: the method's group scorer on each group alone."""
     def score_batch(groups: list[Group], hp: dict, probe: PolicyProbe) -> list[GroupScore]:
@@ -422,10 +437,14 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         inputs = dict(inputs, num_items_in_batch=trainable * int(self.args.steps_per_generation or 1)
                       if self.model.training else trainable)
         self._capture_entropy, self._captured_entropies = True, None
+        metrics = self._metrics["train" if self.model.training else "eval"]
+        lengths_before = {name: len(values) for name, values in metrics.items()}
         try:
             loss = super()._compute_loss(model, inputs)
         finally:
             self._capture_entropy = False
+        if self._nothing_to_learn:
+            leave_out_of_means(metrics, lengths_before)
         if self._captured_entropies is not None and "rollout_index" in inputs:
             mask = inputs["completion_mask"].float()
             per_rollout = (self._captured_entropies * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)
