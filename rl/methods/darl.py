@@ -59,7 +59,8 @@ METHOD = Method(
                 "reference, trained as RLPR's release trains (format reward, adaptive std filter).",
     defaults_source=f"DARL App. A: prompt batch 768, mini-batch 192, 8 rollouts, clip 0.2 / 0.27, no KL, a setup "
                     f"that 'closely follows that of RLPR'; DARL released no code, so the rest is {RELEASE_SCRIPT}'s: "
-                    "lr 1e-6 constant without warmup, 3,072 response tokens, entropy_coeff 0.001, the adaptive std "
+                    "lr 1e-6 constant without warmup, 3,072 response tokens, entropy_coeff 0.001, weight decay 0.01, the "
+                    "adaptive std "
                     "filter (beta 0.5, from step 11) and the 0.1 format reward. β 0.01 and γ 10: the default of "
                     "DARL Table 5. format_coefficient 0 and std_filter_beta 0 leave DARL's Eq. (3)–(6) alone.",
     hyperparameters=shared(**RLPR_TRAINING) + (

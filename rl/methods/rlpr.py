@@ -22,7 +22,7 @@ RELEASE_SCRIPT = "RLPR's examples/RLPR/reproduce_qwen.sh"
 # clipping and says its setup "closely follows that of RLPR".
 RLPR_TRAINING = dict(n_votes=8, n_train=8, prompts_per_step=768, prompts_per_update=192, kl_coef=0.0,
                      epsilon_high=0.27, learning_rate=1e-6, lr_schedule="constant", warmup_ratio=0.0, temperature=1.0,
-                     max_completion_length=3072, entropy_coef=0.001)
+                     max_completion_length=3072, entropy_coef=0.001, weight_decay=0.01)
 
 # DARL Table 6 (RLPR's R1-style template): reasoning in <think>, the final answer in <answer> tags, scored against the
 # prompt row's `reference`. DARL's Method takes it too, as it takes RLPR's release training.
@@ -194,8 +194,8 @@ METHOD = Method(
                 "format reward; prompts whose rewards vary less than an adaptive threshold are not trained on.",
     defaults_source=f"{RELEASE_SCRIPT} and its verl's ppo_trainer.yaml: prompt batch 768, mini-batch 192 (4 updates "
                     "a step), 8 rollouts, clip 0.2 / 0.27, no KL, lr 1e-6 constant without warmup, 3,072 response "
-                    "tokens, entropy_coeff 0.001; the std filter adapts from step 11 (beta 0.5 × an EMA, ratio 0.99, "
-                    "collected from step 6) and the format reward weighs 0.1 (prob.py). docs/fidelity.md lists what "
+                    "tokens, entropy_coeff 0.001, AdamW weight decay 0.01 (its verl's actor optim); the std filter "
+                    "adapts from step 11 (beta 0.5 × an EMA, ratio 0.99, collected from step 6) and the format reward weighs 0.1 (prob.py). docs/fidelity.md lists what "
                     "differs from the paper (arXiv 2506.18254).",
     hyperparameters=shared(**RLPR_TRAINING) + (
         bool_param("use_debiasing", True, "RLPR reward debiasing: r̂ = clip(r − r′, 0, 1), r′ = the reference's mean "

@@ -171,6 +171,14 @@ def test_rlpr_and_darl_default_to_the_releases_batches_and_constant_schedule():
         assert "reproduce_qwen.sh" in source and "768" in source and "constant" in source
 
 
+def test_rlpr_and_darl_default_to_the_releases_weight_decay():
+    # issue 38, defect 3: the release's AdamW (its verl's ppo_trainer.yaml actor.optim.weight_decay) is 0.01, which
+    # neither its script nor its config overrides; Evolab's shared default is 0
+    for method in ("rlpr", "darl"):
+        assert validate_hyperparameters(method, {})["weight_decay"] == 0.01
+        assert "weight decay 0.01" in METHODS[method].defaults_source
+
+
 def test_the_trainer_leaves_a_skipped_group_out_of_the_update():
     from types import SimpleNamespace
 
