@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 # Reinstall when requirements.txt changes.
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
 
-.PHONY: demo test bench venv browser slurm clean
+.PHONY: demo test bench mlflow-suite venv browser slurm clean
 
 venv: $(STAMP)
 
@@ -43,6 +43,12 @@ $(BENCH_STAMP): benchmarks/requirements-mlflow.txt
 
 bench: venv browser $(BENCH_STAMP)
 	EVOLAB_DEV=1 HF_HUB_OFFLINE=1 $(PY) benchmarks/run_all.py
+
+# MLflow's own tracking tests against MLflow's server and Evolab side by side (benchmarks/mlflow_suite.py; not in
+# `make test`). MLFLOW_SRC: a checkout of MLflow's repository at the pinned version, e.g.
+#   git clone --depth 1 --branch v3.17.2 https://github.com/mlflow/mlflow /tmp/mlflow-src
+mlflow-suite: venv $(BENCH_STAMP)
+	EVOLAB_DEV=1 HF_HUB_OFFLINE=1 $(PY) benchmarks/mlflow_suite.py --mlflow-src "$(MLFLOW_SRC)" $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(BENCH_VENV) var staticfiles

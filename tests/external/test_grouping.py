@@ -142,8 +142,8 @@ def test_a_step_the_reporter_says_is_complete_is_grouped_at_once(run, api_client
 def test_figures_derived_from_the_rollouts_never_replace_the_trainers_own(run, mlflow):
     # TRL reports its clip ratio and its share of zero-variance groups; the rollouts are grouped after
     mlflow.ok("runs/log-batch", {"run_id": run.mlflow_run_id, "params": [{"key": "max_completion_length", "value": "8"}],
-                                 "metrics": [{"key": "completions/clipped_ratio", "value": 0.125, "step": 1},
-                                             {"key": "frac_reward_zero_std", "value": 0.5, "step": 1}]})
+                                 "metrics": [{"key": "completions/clipped_ratio", "value": 0.125, "step": 1, "timestamp": 1_795_000_000_000},
+                                             {"key": "frac_reward_zero_std", "value": 0.5, "step": 1, "timestamp": 1_795_000_000_000}]})
     charted(run.mlflow_run_id)
     # completions longer than 8 characters: lengths not given by the trainer are characters, not the limit's tokens
     report(run, step_of(1, ["4", "4"], rewards=[1.0, 1.0]))

@@ -110,7 +110,7 @@ def test_every_query_parameter_takes_any_value_without_a_500(mlflow, ids, endpoi
 
 def test_a_metric_value_past_a_floats_range_is_refused_naming_it(mlflow, ids):
     response = mlflow.client.post("/mlflow/api/2.0/mlflow/runs/log-batch", as_json(
-        {"run_id": ids["RUN"], "metrics": [{"key": "loss", "value": HUGE, "step": 1}]}),
+        {"run_id": ids["RUN"], "metrics": [{"key": "loss", "value": HUGE, "step": 1, "timestamp": 1_795_000_000_000}]}),
         content_type="application/json", **mlflow.headers)
     status, code, message = error_of(response)
     assert (status, code) == (400, "INVALID_PARAMETER_VALUE") and "metrics[0].value" in message and "'loss'" in message
@@ -124,9 +124,9 @@ LARGEST = 1.7976931348623157e308
 @pytest.mark.parametrize("value, kept", [(OVERFLOW, LARGEST), (float("inf"), LARGEST), (float("-inf"), -LARGEST),
                                          (float("nan"), "NaN")])
 def test_a_metric_of_infinity_or_nan_is_kept_as_mlflow_keeps_it(mlflow, ids, value, kept):
-    mlflow.ok("runs/log-metric", {"run_id": ids["RUN"], "key": "loss", "value": 1.0, "step": 1})
+    mlflow.ok("runs/log-metric", {"run_id": ids["RUN"], "key": "loss", "value": 1.0, "timestamp": 1, "step": 1})
     response = mlflow.client.post("/mlflow/api/2.0/mlflow/runs/log-metric", as_json(
-        {"run_id": ids["RUN"], "key": "loss", "value": value, "step": 2}), content_type="application/json",
+        {"run_id": ids["RUN"], "key": "loss", "value": value, "timestamp": 2, "step": 2}), content_type="application/json",
         **mlflow.headers)
     assert response.status_code == 200, response.content
     history = mlflow.ok("metrics/get-history", run_id=ids["RUN"], metric_key="loss")["metrics"]
@@ -138,7 +138,7 @@ def test_a_metric_of_infinity_or_nan_is_kept_as_mlflow_keeps_it(mlflow, ids, val
     ("experiments/update", {"experiment_id": "EXP", "new_name": "bad\ud800"}, "new_name"),
     ("runs/create", {"experiment_id": "EXP", "run_name": "bad\ud800"}, "run_name"),
     ("runs/update", {"run_id": "RUN", "run_name": "bad\ud800"}, "run_name"),
-    ("runs/log-metric", {"run_id": "RUN", "key": "bad\ud800", "value": 1.0, "step": 1}, "metrics[0].key"),
+    ("runs/log-metric", {"run_id": "RUN", "key": "bad\ud800", "value": 1.0, "timestamp": 1, "step": 1}, "metrics[0].key"),
     ("runs/log-parameter", {"run_id": "RUN", "key": "bad\ud800", "value": "v"}, "params[0].key"),
     ("runs/set-tag", {"run_id": "RUN", "key": "bad\ud800", "value": "v"}, "tags[0].key"),
     ("experiments/set-experiment-tag", {"experiment_id": "EXP", "key": "bad\ud800", "value": "v"}, "tags[0].key"),

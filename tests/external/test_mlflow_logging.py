@@ -54,7 +54,7 @@ def test_a_collapsing_external_run_opens_entropy_collapse(mlflow, run_id):
 
 def test_a_value_that_is_not_a_number_is_refused_and_nothing_of_the_batch_is_kept(mlflow, run_id):
     response = mlflow.post("runs/log-batch", {"run_id": run_id, "metrics": [
-        {"key": "loss", "value": 1.0, "step": 1}, {"key": "kl", "value": "high", "step": 1}],
+        {"key": "loss", "value": 1.0, "step": 1, "timestamp": 1_795_000_000_000}, {"key": "kl", "value": "high", "step": 1, "timestamp": 1_795_000_000_000}],
         "params": [{"key": "lr", "value": "1e-6"}]})
     status, code, message = error_of(response)
     assert (status, code) == (400, "INVALID_PARAMETER_VALUE") and "'kl'" in message and "'high'" in message
@@ -63,8 +63,8 @@ def test_a_value_that_is_not_a_number_is_refused_and_nothing_of_the_batch_is_kep
 
 
 def test_nan_and_infinity_are_kept_as_missing_values(mlflow, run_id):
-    mlflow.ok("runs/log-batch", {"run_id": run_id, "metrics": [{"key": "loss", "value": "NaN", "step": 1},
-                                                               {"key": "loss", "value": 2.0, "step": 2}]})
+    mlflow.ok("runs/log-batch", {"run_id": run_id, "metrics": [{"key": "loss", "value": "NaN", "step": 1, "timestamp": 1_795_000_000_000},
+                                                               {"key": "loss", "value": 2.0, "step": 2, "timestamp": 1_795_000_000_000}]})
     assert metric_series(charted(run_id))["loss"]["values"] == [None, 2.0]
     history = mlflow.ok("metrics/get-history", None, run_id=run_id, metric_key="loss")["metrics"]
     assert [(m["step"], m["value"]) for m in history] == [(1, "NaN"), (2, 2.0)]
@@ -163,7 +163,7 @@ def test_mlflows_batch_limits_hold(mlflow, run_id):
     status, _, message = error_of(mlflow.post("runs/log-batch", {"run_id": run_id, "metrics": metrics}))
     assert status == 400 and "1000" in message
     status, _, message = error_of(mlflow.post("runs/log-batch", {"run_id": run_id, "metrics": [
-        {"key": "x" * 251, "value": 1.0, "step": 1}]}))
+        {"key": "x" * 251, "value": 1.0, "step": 1, "timestamp": 1_795_000_000_000}]}))
     assert status == 400 and "250" in message
 
 

@@ -83,7 +83,7 @@ def test_another_teams_run_answers_like_a_missing_one(mlflow, client, django_use
     theirs = Mlflow(client, ApiToken.issue(django_user_model.objects.get(username="bob")))
     run_id = theirs.new_run("secret")
     for response in (mlflow.get("runs/get", run_id=run_id), mlflow.get("metrics/get-history", run_id=run_id, metric_key="x"),
-                     mlflow.post("runs/log-batch", {"run_id": run_id, "metrics": [{"key": "x", "value": 1, "step": 1}]}),
+                     mlflow.post("runs/log-batch", {"run_id": run_id, "metrics": [{"key": "x", "value": 1, "step": 1, "timestamp": 1_795_000_000_000}]}),
                      mlflow.post("runs/update", {"run_id": run_id, "status": "KILLED"}),
                      mlflow.post("runs/delete", {"run_id": run_id})):
         assert error_of(response)[:2] == (404, "RESOURCE_DOES_NOT_EXIST")
@@ -96,7 +96,7 @@ def test_search_finds_runs_by_metric_param_tag_and_name_in_order(mlflow):
     for name, lr, entropy in (("a", "1e-6", 0.9), ("b", "3e-6", 0.2), ("c", "1e-6", 0.05)):
         run_id = mlflow.new_run(name, experiment_id=experiment, tags={"sweep": "lr"})
         mlflow.ok("runs/log-batch", {"run_id": run_id, "params": [{"key": "lr", "value": lr}],
-                                     "metrics": [{"key": "actor/entropy", "value": entropy, "step": 1}]})
+                                     "metrics": [{"key": "actor/entropy", "value": entropy, "step": 1, "timestamp": 1_795_000_000_000}]})
 
     def names(filter_text, order=None):
         body = {"experiment_ids": [experiment], "filter": filter_text, "max_results": 10}

@@ -27,6 +27,8 @@ STATUS = {
 
 # MLflow's limits (mlflow/utils/validation.py), kept so a client that passes its own checks passes ours
 MAX_METRICS_PER_BATCH = 1000
+MAX_ENTITIES_PER_BATCH = 1000  # metrics, params and tags together
+MAX_BATCH_LOG_REQUEST_SIZE = 1_000_000  # bytes of a log-batch's body
 MAX_PARAMS_TAGS_PER_BATCH = 100
 MAX_ENTITY_KEY_LENGTH = 250
 MAX_PARAM_VALUE_LENGTH = 6000
@@ -46,6 +48,13 @@ class MlflowError(Exception):
 
 def error_response(code: str, message: str) -> JsonResponse:
     return JsonResponse({"error_code": code, "message": message}, status=STATUS.get(code, 400))
+
+
+def invalid_value(name: str, value, hint: str = "") -> MlflowError:
+    """MLflow's words for a field of the wrong type or range (mlflow/utils/validation.py invalid_value): its own
+    tests, and clients, match them."""
+    shown = json.dumps(value, sort_keys=True, separators=(",", ":"))
+    return invalid(f"Invalid value {shown} for parameter '{name}' supplied." + (f" {hint}" if hint else ""))
 
 
 def invalid(message: str) -> MlflowError:
@@ -86,7 +95,7 @@ def text(fields: dict, name: str, required: bool = True, max_length: int | None 
             raise invalid(f"Missing value for required parameter '{name}'.")
         return None
     if not isinstance(value, str):
-        raise invalid(f"Invalid value {value!r} for parameter '{name}': it must be a string.")
+        raise invalid_value(name, value)
     if "\x00" in value:
         raise invalid(f"Invalid value for parameter '{name}': it holds a NUL character.")
     surrogate = unpaired_surrogate(value)
@@ -105,7 +114,7 @@ def whole(fields: dict, name: str, default=None, low: int | None = None, high: i
     if value in (None, ""):
         return default
     if isinstance(value, bool):
-        raise invalid(f"Invalid value {value!r} for parameter '{name}': expected an integer.")
+        raise invalid_value(name, value)
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, str):
@@ -113,9 +122,11 @@ def whole(fields: dict, name: str, default=None, low: int | None = None, high: i
         if stripped.lstrip("-").isdigit() and stripped.lstrip("-").isascii() and len(stripped) <= 20:
             value = int(stripped)
     if not isinstance(value, int):
-        raise invalid(f"Invalid value {value!r} for parameter '{name}': expected an integer.")
-    if (low is not None and value < low) or (high is not None and value > high):
-        raise invalid(f"Invalid value {value} for parameter '{name}': it must be between {low} and {high}.")
+        raise invalid_value(name, value)
+    if low is not None and value < low:
+        raise invalid_value(name, value, f"It must be at least {low}.")
+    if high is not None and value > high:
+        raise invalid_value(name, value, f"It must be at most {high}.")
     return value
 
 
@@ -151,7 +162,7 @@ def key_value_list(fields: dict, name: str, limit: int, max_value: int) -> list[
     if not isinstance(items, list):
         raise invalid(f"Invalid value for parameter '{name}': expected a list of {{key, value}}.")
     if len(items) > limit:
-        raise invalid(f"A batch logging request can contain at most {limit} {name}. Got {len(items)} {name}.")
+        raise batch_limit(name, limit, len(items))
     pairs = []
     for i, item in enumerate(items):
         if not isinstance(item, dict):
@@ -170,6 +181,12 @@ def key_value_list(fields: dict, name: str, limit: int, max_value: int) -> list[
         # U+FFFD, so the same value logged again reads the same
         pairs.append((key, storable(value)))
     return pairs
+
+
+def batch_limit(entity: str, limit: int, length: int) -> MlflowError:
+    """MLflow's words for a batch over its limits (mlflow/utils/validation.py _validate_batch_limit)."""
+    return invalid(f"A batch logging request can contain at most {limit} {entity}. Got {length} {entity}. "
+                   f"Please split up {entity} across multiple requests and try again.")
 
 
 def entity_key(key, what: str) -> str:

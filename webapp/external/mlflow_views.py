@@ -17,9 +17,9 @@ from django.views.decorators.csrf import csrf_exempt
 
 from . import artifacts, experiments, logged_metrics, reporting
 from .experiments import Caller, experiment_json
-from .mlflow_protocol import (MAX_METRICS_PER_BATCH, MAX_PARAM_VALUE_LENGTH, MAX_PARAMS_TAGS_PER_BATCH,
-                              MAX_TAG_VALUE_LENGTH, STATUS_OF_STATE, MlflowError, error_response, invalid,
-                              key_value_list, metric_json, request_fields, tags_json, text, whole)
+from .mlflow_protocol import (MAX_BATCH_LOG_REQUEST_SIZE, MAX_ENTITIES_PER_BATCH, MAX_METRICS_PER_BATCH, MAX_PARAM_VALUE_LENGTH, MAX_PARAMS_TAGS_PER_BATCH,
+                              MAX_TAG_VALUE_LENGTH, STATUS_OF_STATE, MlflowError, error_response, invalid, invalid_value,
+                              key_value_list, metric_json, request_fields, tags_json, text, whole, batch_limit)
 from .models import Experiment, ExternalRun
 from .search_filter import matches, parse_filter, search_runs
 
@@ -156,7 +156,7 @@ def search(caller, fields):
         raise invalid(f"SearchRuns request cannot specify more than {MAX_EXPERIMENT_IDS_PER_SEARCH} experiment_ids. "
                       f"Received {len(ids)} experiment_ids.")
     found = experiments.visible_all(caller, ids)
-    max_results = whole(fields, "max_results", default=1000, low=1, high=50000)
+    max_results = whole(fields, "max_results", default=1000, low=1, high=50000)  # MLflow's threshold
     order_by = fields.get("order_by") or []
     if not isinstance(order_by, list) or not all(isinstance(o, str) for o in order_by):
         raise invalid("order_by must be a list of strings such as 'attributes.start_time DESC'")
@@ -176,24 +176,48 @@ def log_batch(caller, fields):
     if not isinstance(metrics, list):
         raise invalid("Invalid value for parameter 'metrics': expected a list of {key, value, timestamp, step}.")
     if len(metrics) > MAX_METRICS_PER_BATCH:
-        raise invalid(f"A batch logging request can contain at most {MAX_METRICS_PER_BATCH} metrics. "
-                      f"Got {len(metrics)} metrics.")
-    reporting.log_batch(caller, external, metrics,
-                        key_value_list(fields, "params", MAX_PARAMS_TAGS_PER_BATCH, MAX_PARAM_VALUE_LENGTH),
-                        key_value_list(fields, "tags", MAX_PARAMS_TAGS_PER_BATCH, MAX_TAG_VALUE_LENGTH))
+        raise batch_limit("metrics", MAX_METRICS_PER_BATCH, len(metrics))
+    params = key_value_list(fields, "params", MAX_PARAMS_TAGS_PER_BATCH, MAX_PARAM_VALUE_LENGTH)
+    tags = key_value_list(fields, "tags", MAX_PARAMS_TAGS_PER_BATCH, MAX_TAG_VALUE_LENGTH)
+    if len(metrics) + len(params) + len(tags) > MAX_ENTITIES_PER_BATCH:
+        raise batch_limit("metrics, params, and tags", MAX_ENTITIES_PER_BATCH, len(metrics) + len(params) + len(tags))
+    reporting.log_batch(caller, external, metrics, params, tags)
     return {}
 
 
+def _strings(fields, *names) -> None:
+    """MLflow's LogMetric, LogParam and SetTag check their fields' types by these names before anything else
+    (mlflow/server/handlers.py); what a string may hold is checked where the batch is read, naming its place."""
+    for name in names:
+        value = fields.get(name)
+        if name == "run_id" and value in (None, "") and fields.get("run_uuid") not in (None, ""):
+            value = fields["run_uuid"]
+        if value in (None, ""):
+            raise invalid(f"Missing value for required parameter '{name}'.")
+        if not isinstance(value, str):
+            raise invalid_value(name, value)
+
+
 def log_metric(caller, fields):
+    _strings(fields, "run_id", "key")
+    if fields.get("value") in (None, ""):
+        raise invalid("Missing value for required parameter 'value'.")
+    whole(fields, "step")
+    if whole(fields, "timestamp") is None:
+        raise invalid("Missing value for required parameter 'timestamp'.")
     return log_batch(caller, {"run_id": _run_id(fields), "metrics": [
         {k: fields.get(k) for k in ("key", "value", "timestamp", "step")}]})
 
 
 def log_parameter(caller, fields):
+    _strings(fields, "run_id", "key")
     return log_batch(caller, {"run_id": _run_id(fields), "params": [{"key": fields.get("key"), "value": fields.get("value")}]})
 
 
 def set_tag(caller, fields):
+    _strings(fields, "run_id", "key")
+    if not isinstance(fields.get("value"), (str, type(None))):
+        raise invalid_value("value", fields.get("value"))
     return log_batch(caller, {"run_id": _run_id(fields), "tags": [{"key": fields.get("key"), "value": fields.get("value")}]})
 
 
@@ -351,6 +375,10 @@ def mlflow_api(request, endpoint: str):
             return JsonResponse({"error_code": "BAD_REQUEST", "message": f"{request.method} is not allowed for "
                                                                          f"{endpoint}"}, status=405)
         return error_response("ENDPOINT_NOT_FOUND", f"Evolab's MLflow protocol has no endpoint {endpoint!r}")
+    if endpoint == "runs/log-batch" and len(request.body) > MAX_BATCH_LOG_REQUEST_SIZE:
+        return error_response("INVALID_PARAMETER_VALUE", f"Batched logging API requests must be at most "
+                                                         f"{MAX_BATCH_LOG_REQUEST_SIZE} bytes, got a request of size "
+                                                         f"{len(request.body)}.")
     try:
         answer = handler(caller, request_fields(request))
         return answer if isinstance(answer, HttpResponse) else JsonResponse(answer)

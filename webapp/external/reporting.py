@@ -137,8 +137,7 @@ def _check_tags(tags: dict) -> None:
 def log_batch(caller: Caller, external: ExternalRun, metrics: list, params: list[tuple[str, str]],
               tags: list[tuple[str, str]]) -> None:
     """MLflow's log-batch (log-metric, log-parameter and set-tag are batches of one)."""
-    if external.lifecycle_stage == Experiment.DELETED:
-        raise MlflowError("INVALID_STATE", f"The run {external.run.mlflow_run_id} must be in the 'active' state.")
+    _check_active(external)
     if not getattr(external, "role_checked", False):
         caller.require_member(external.run.team_id)
     points = [_metric(m, i) for i, m in enumerate(metrics)]
@@ -150,6 +149,13 @@ def log_batch(caller: Caller, external: ExternalRun, metrics: list, params: list
         _keep_points(external, points)
 
 
+def _check_active(external: ExternalRun) -> None:
+    """MLflow's refusal to change a deleted run (its SqlAlchemyStore._check_run_is_active), in its words."""
+    if external.lifecycle_stage != Experiment.ACTIVE:
+        raise invalid(f"The run {external.run.mlflow_run_id} must be in the 'active' state. "
+                      f"Current state is {external.lifecycle_stage}.")
+
+
 def _metric(item, i: int) -> tuple[str, float, int, int]:
     """(key, value, timestamp in ms, step) of one metric of a batch, or INVALID_PARAMETER_VALUE naming it."""
     if not isinstance(item, dict):
@@ -157,8 +163,9 @@ def _metric(item, i: int) -> tuple[str, float, int, int]:
     key = entity_key(item.get("key"), f"metrics[{i}].key")
     value = number(item.get("value"), f"metric '{key}' (metrics[{i}].value)")
     step = _whole(item.get("step", 0), f"metric '{key}' step", *STEP_RANGE)
-    timestamp = _whole(item.get("timestamp"), f"metric '{key}' timestamp", 0, 2**53) if item.get("timestamp") not in (
-        None, "") else int(time.time() * 1000)
+    if item.get("timestamp") in (None, ""):  # MLflow's LogBatch requires it (mlflow/server/handlers.py)
+        raise invalid(f"Missing value for required parameter 'metrics[{i}].timestamp'.")
+    timestamp = _whole(item.get("timestamp"), f"metric '{key}' timestamp", 0, 2**53)
     return key, value, timestamp, step
 
 
@@ -248,10 +255,11 @@ def _keep_points(external: ExternalRun, points: list[tuple[str, float, int, int]
 
 def delete_tag(caller: Caller, external: ExternalRun, key: str) -> None:
     caller.require_member(external.run.team_id)
+    _check_active(external)
     with transaction.atomic():
         current = ExternalRun.objects.select_for_update().get(pk=external.pk)
         if key not in current.tags:
-            raise missing(f"No tag with name: {key} in run with id {current.run_id}")
+            raise missing(f"No tag with name: {key} in run with id {external.run.mlflow_run_id}")
         del current.tags[key]
         current.save(update_fields=["tags"])
 
