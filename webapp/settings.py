@@ -221,6 +221,9 @@ EXTERNAL_MAX_ARTIFACT_BYTES = int(os.environ.get("EVOLAB_MAX_ARTIFACT_BYTES", 16
 # a body up to it (the file and its form fields) is read into memory.
 REQUEST_BODY_MAX_BYTES = max(PROMPT_FILE_MAX_BYTES, EXTERNAL_MAX_ARTIFACT_BYTES) + 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = FILE_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BODY_MAX_BYTES
+# MLflow's bulk history names up to 100 runs, and its own tests send 1,000 run_ids to see them refused in its words:
+# Django's default of 1,000 fields answered that with its HTML 400 instead (the body limit above bounds a POST)
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 10_000
 # A file up to this size is parsed in the request (well under a second); a larger one is parsed by a
 # worker (the uploads queue, webapp/prompts/uploads.py) while its page shows the progress: a 1M-row
 # file parsed inside daphne held the sync-view thread for a minute and every viewer's live page with it.

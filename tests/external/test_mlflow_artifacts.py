@@ -208,3 +208,13 @@ def test_a_search_of_logged_models_finds_none_as_evolab_keeps_none(mlflow):
     assert mlflow.ok("logged-models/search", {"experiment_ids": [experiment], "filter": "name = 'model'"}) == {}
     assert error_of(mlflow.post("logged-models/search", {"experiment_ids": ["999999"]}))[:2] == (
         404, "RESOURCE_DOES_NOT_EXIST")
+
+
+def test_mlflows_get_artifact_link_downloads_a_file_and_checks_the_path(mlflow):
+    run_id = mlflow.new_run()
+    put(mlflow, f"{root_of(mlflow, run_id)}/notes/a.txt", b"hello")
+    answer = mlflow.client.get("/mlflow/get-artifact", {"run_id": run_id, "path": "notes/a.txt"}, **mlflow.headers)
+    assert answer.status_code == 200 and answer.content == b"hello"
+    refused = mlflow.client.get("/mlflow/get-artifact", {"run_id": run_id, "path": "../path"}, **mlflow.headers)
+    assert refused.status_code == 400 and refused.json() == {"error_code": "INVALID_PARAMETER_VALUE",
+                                                             "message": "Invalid path"}

@@ -1,7 +1,6 @@
 """What MLflow's own tests (tests/tracking/test_rest_tracking.py, run by benchmarks/mlflow_suite.py) expect of a
 tracking server, kept here as Evolab's: MLflow's wording of a bad field, its batch limits, and its refusal to touch
 a deleted run (issue 37)."""
-import json
 
 import pytest
 

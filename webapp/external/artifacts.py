@@ -110,6 +110,13 @@ def run_listing(caller: Caller, mlflow_run_id: str, path: str) -> list[tuple[str
             for name, is_dir, size in listing(caller, service_path)]
 
 
+def run_file(caller: Caller, mlflow_run_id: str, path: str) -> RunArtifact:
+    """MLflow's get-artifact (its UI's download link): a file by the run's id and its path from the run's root."""
+    external = reporting.find(caller, mlflow_run_id)
+    relative = safe_path(path or "")
+    return download(caller, f"{external.experiment_id}/{external.run.mlflow_run_id}/artifacts/{relative}")
+
+
 def delete(caller: Caller, path: str) -> None:
     """Delete a file, or a directory with everything under it, and the evaluation generations read from them."""
     external, relative = _locate(caller, path, to_write=True)

@@ -68,15 +68,18 @@ class Caller:
 
 
 def default_experiment(team: Team) -> Experiment:
-    return _get_or_create(team, Experiment.DEFAULT_NAME)
-
-
-def _get_or_create(team: Team, name: str) -> Experiment:
+    """The team's Default (MLflow's experiment "0"), made when first asked for, dated from the team's creation: in
+    MLflow it is the store's first experiment, listed last by search_experiments' newest-first order."""
     try:
         with transaction.atomic():
-            return Experiment.objects.get_or_create(team=team, name=name)[0]
+            experiment, made = Experiment.objects.get_or_create(team=team, name=Experiment.DEFAULT_NAME)
+            if made:
+                Experiment.objects.filter(pk=experiment.pk).update(created_at=team.created_at,
+                                                                   updated_at=team.created_at)
+                experiment.created_at = experiment.updated_at = team.created_at
+            return experiment
     except IntegrityError:  # made by a parallel request between our read and write
-        return Experiment.objects.get(team=team, name=name)
+        return Experiment.objects.get(team=team, name=Experiment.DEFAULT_NAME)
 
 
 def visible(caller: Caller, experiment_id) -> Experiment:
@@ -112,14 +115,15 @@ def by_name(caller: Caller, name: str) -> Experiment:
     return found
 
 
-def create(caller: Caller, name: str, tags: list[tuple[str, str]]) -> Experiment:
+def create(caller: Caller, name: str, tags: list[tuple[str, str]], artifact_location: str = "") -> Experiment:
     if len(name) > MAX_EXPERIMENT_NAME_LENGTH:
         raise invalid(f"Experiment name is {len(name)} characters long; at most {MAX_EXPERIMENT_NAME_LENGTH}.")
     team, bare = caller.split_name(name)
     caller.require_member(team.pk)
     try:
         with transaction.atomic():
-            return Experiment.objects.create(team=team, name=bare, tags=dict(tags))
+            return Experiment.objects.create(team=team, name=bare, tags=dict(tags),
+                                             artifact_location=artifact_location or "")
     except IntegrityError:
         raise MlflowError("RESOURCE_ALREADY_EXISTS", f"Experiment '{name}' already exists.") from None
 
@@ -128,8 +132,8 @@ def experiment_json(caller: Caller, experiment: Experiment) -> dict:
     return {
         "experiment_id": str(experiment.pk),
         "name": caller.display_name(experiment),
-        # Evolab keeps no artifacts: a client that logs one is answered NOT_IMPLEMENTED (views.artifacts)
-        "artifact_location": f"mlflow-artifacts:/{experiment.pk}",
+        # as given to create_experiment, else Evolab's artifact service (artifacts.py)
+        "artifact_location": experiment.artifact_root,
         "lifecycle_stage": experiment.lifecycle_stage,
         "last_update_time": millis(experiment.updated_at),
         "creation_time": millis(experiment.created_at),

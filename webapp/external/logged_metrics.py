@@ -128,6 +128,23 @@ def history_json(run_id: int, key: str, page_token: str | None, max_results: int
     return '{"metrics":[' + body + "]" + token + "}"
 
 
+def points(run_id: int, key: str, order: str = "timestamp", steps: tuple[int, int] | None = None,
+           limit: int | None = None) -> list[tuple[int, int, float]]:
+    """[(timestamp, step, value)] of one key, NaN as NaN, in MLflow's history order (timestamp, step, value) or, with
+    order="step", by (step, timestamp, value) as its sampled history reads them; `steps` bounds the steps."""
+    columns = [bulk.quoted("timestamp"), "step", bulk.quoted("value")]
+    if order == "step":
+        columns = [columns[1], columns[0], columns[2]]
+    where, params = "", [run_id, key]
+    if steps is not None:
+        where, params = " AND step >= %s AND step <= %s", params + list(steps)
+    rows = bulk.fetch(
+        f"SELECT {bulk.quoted('timestamp')}, step, {bulk.quoted('value')}, is_nan FROM {LOGGED} "
+        f"WHERE run_id = %s AND {bulk.quoted('key')} = %s{where} ORDER BY {', '.join(columns)}, is_nan"
+        f"{f' LIMIT {int(limit)}' if limit is not None else ''}", params)
+    return [(timestamp, step, math.nan if is_nan else value) for timestamp, step, value, is_nan in rows]
+
+
 _NAN = '"NaN"'  # NaN as protobuf's JSON writes it
 
 

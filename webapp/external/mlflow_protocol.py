@@ -160,7 +160,7 @@ def key_value_list(fields: dict, name: str, limit: int, max_value: int) -> list[
     """params/tags of a log-batch or create: [{key, value}] as (key, value) pairs, checked."""
     items = fields.get(name) or []
     if not isinstance(items, list):
-        raise invalid(f"Invalid value for parameter '{name}': expected a list of {{key, value}}.")
+        raise invalid_value(name, items)
     if len(items) > limit:
         raise batch_limit(name, limit, len(items))
     pairs = []
@@ -171,8 +171,8 @@ def key_value_list(fields: dict, name: str, limit: int, max_value: int) -> list[
         value = item.get("value", "")
         if value is None:
             value = ""
-        if not isinstance(value, str):
-            value = json.dumps(value) if not isinstance(value, (int, float)) else str(value)
+        if not isinstance(value, str):  # a string field of MLflow's protos: its server refuses anything else
+            raise invalid_value(f"{name}[{i}].value", value)
         if len(value) > max_value:
             raise invalid(f"{name}[{i}] '{key}' has a value of {len(value)} characters; at most {max_value}.")
         if "\x00" in value:

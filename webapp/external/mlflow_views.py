@@ -9,17 +9,19 @@ is UNAUTHENTICATED, and so is one with an invalid token, whatever cookie it send
 anonymous: webapp/accounts/middleware.py)."""
 import base64
 import binascii
-import re
 from urllib.parse import quote
 
 from django.http import HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from webapp.runs.models import Run
+
 from . import artifacts, experiments, logged_metrics, reporting
 from .experiments import Caller, experiment_json
-from .mlflow_protocol import (MAX_BATCH_LOG_REQUEST_SIZE, MAX_ENTITIES_PER_BATCH, MAX_METRICS_PER_BATCH, MAX_PARAM_VALUE_LENGTH, MAX_PARAMS_TAGS_PER_BATCH,
-                              MAX_TAG_VALUE_LENGTH, STATUS_OF_STATE, MlflowError, error_response, invalid, invalid_value,
-                              key_value_list, metric_json, request_fields, tags_json, text, whole, batch_limit)
+from .mlflow_protocol import (MAX_BATCH_LOG_REQUEST_SIZE, MAX_ENTITIES_PER_BATCH, MAX_METRICS_PER_BATCH,
+                              MAX_PARAM_VALUE_LENGTH, MAX_PARAMS_TAGS_PER_BATCH, MAX_TAG_VALUE_LENGTH, STATUS_OF_STATE,
+                              MlflowError, batch_limit, error_response, invalid, invalid_value, key_value_list,
+                              metric_json, missing, request_fields, tags_json, text, whole)
 from .models import Experiment, ExternalRun
 from .search_filter import matches, parse_filter, search_runs
 
@@ -36,8 +38,9 @@ NOT_STORED = ("Evolab keeps a run's metrics, params, tags and artifacts; it stor
 
 def create_experiment(caller, fields):
     name = text(fields, "name")
+    location = text(fields, "artifact_location", required=False, max_length=2000) or ""
     experiment = experiments.create(caller, name, key_value_list(fields, "tags", MAX_PARAMS_TAGS_PER_BATCH,
-                                                                 MAX_TAG_VALUE_LENGTH))
+                                                                 MAX_TAG_VALUE_LENGTH), location)
     return {"experiment_id": str(experiment.pk)}
 
 
@@ -50,17 +53,42 @@ def get_experiment_by_name(caller, fields):
 
 
 def search_experiments(caller, fields):
+    """MLflow's SearchExperiments: filters on the attributes name, experiment_id, creation_time and last_update_time
+    and on tags; ordered by creation_time DESC then experiment_id unless order_by says otherwise. Each of the
+    caller's teams has its Default experiment (MLflow's "0"), listed whether or not anything used it yet."""
     view = _view_type(fields, "view_type")
+    for team in caller.teams:
+        experiments.default_experiment(team)
     found = Experiment.objects.of_teams(caller.team_ids).select_related("team")
     if view != "ALL":
         found = found.filter(lifecycle_stage=Experiment.DELETED if view == "DELETED_ONLY" else Experiment.ACTIVE)
-    # the filters MLflow's client sends: name = 'x', name LIKE '%x%' (and ILIKE), tags.key = 'v'
     wanted = (text(fields, "filter", required=False) or "").strip()
-    clauses = parse_filter(re.sub(r"(?i)(^|\bAND\s+)name\b", r"\1attributes.name", wanted),
-                           allowed=("attributes", "tags")) if wanted else []
+    clauses = parse_filter(wanted, allowed=("attributes", "tags"), attributes=EXPERIMENT_ATTRIBUTES) if wanted else []
     rows = [row for row in (experiment_json(caller, e) for e in found)
-            if matches(clauses, {"name": row["name"]}, {}, {}, {t["key"]: t["value"] for t in row["tags"]})]
+            if matches(clauses, {k: row[k] for k in EXPERIMENT_ATTRIBUTES}, {}, {},
+                       {t["key"]: t["value"] for t in row["tags"]})]
+    order_by = fields.get("order_by") or ["creation_time DESC", "experiment_id ASC"]
+    if not isinstance(order_by, list) or not all(isinstance(o, str) for o in order_by):
+        raise invalid_value("order_by", order_by)
+    orders = [_experiment_order(o) for o in order_by]
+    if "experiment_id" not in [key for key, _ in orders]:
+        orders.append(("experiment_id", False))
+    for key, descending in reversed(orders):
+        rows.sort(key=lambda row, key=key: int(row[key]) if key != "name" else row[key], reverse=descending)
     return _page(rows, fields, "experiments", 1000)
+
+
+EXPERIMENT_ATTRIBUTES = ("name", "experiment_id", "creation_time", "last_update_time")
+
+
+def _experiment_order(clause: str) -> tuple[str, bool]:
+    parts = clause.strip().split()
+    key = parts[0] if parts else ""
+    key = key.split(".", 1)[1] if key.lower().startswith(("attribute.", "attributes.")) else key
+    if key not in EXPERIMENT_ATTRIBUTES or len(parts) > 2 or (len(parts) == 2 and parts[1].upper() not in ("ASC", "DESC")):
+        raise invalid(f"Invalid order_by clause '{clause}'. Valid keys are {set(EXPERIMENT_ATTRIBUTES)}, each with "
+                      f"ASC or DESC")
+    return key, len(parts) == 2 and parts[1].upper() == "DESC"
 
 
 def delete_experiment(caller, fields):
@@ -174,7 +202,7 @@ def log_batch(caller, fields):
     external = reporting.find_to_log(caller, _run_id(fields))
     metrics = fields.get("metrics") or []
     if not isinstance(metrics, list):
-        raise invalid("Invalid value for parameter 'metrics': expected a list of {key, value, timestamp, step}.")
+        raise invalid_value("metrics", metrics)
     if len(metrics) > MAX_METRICS_PER_BATCH:
         raise batch_limit("metrics", MAX_METRICS_PER_BATCH, len(metrics))
     params = key_value_list(fields, "params", MAX_PARAMS_TAGS_PER_BATCH, MAX_PARAM_VALUE_LENGTH)
@@ -246,6 +274,77 @@ def list_artifacts(caller, fields):
     return {"root_uri": info_json(external)["artifact_uri"], **({"files": files} if files else {})}
 
 
+# MLflow's server (mlflow/server/handlers.py): the run ids of one bulk history request, and the points it returns
+MAX_RUN_IDS_PER_HISTORY_BULK, MAX_HISTORY_BULK_RESULTS, MAX_RESULTS_PER_RUN = 100, 25000, 2500
+
+
+def _visible_run_pks(caller, mlflow_run_ids: list[str]) -> dict[str, int]:
+    """{MLflow run id: Evolab run id} of those among the caller's teams' runs; the others are left out silently, as
+    MLflow's bulk history leaves out a run it does not have."""
+    return dict(Run.objects.filter(mlflow_run_id__in=mlflow_run_ids, team_id__in=caller.team_ids,
+                                   source=Run.EXTERNAL).values_list("mlflow_run_id", "pk"))
+
+
+def get_metric_history_bulk(caller, fields, run_ids: list[str]):
+    """MLflow's UI endpoint (ajax-api .../metrics/get-history-bulk?run_id=A&run_id=B&metric_key=K): each run's history
+    of the key in MLflow's order, runs by id."""
+    if not run_ids:
+        raise invalid("GetMetricHistoryBulk request must specify at least one run_id.")
+    if len(run_ids) > MAX_RUN_IDS_PER_HISTORY_BULK:
+        raise invalid(f"GetMetricHistoryBulk request cannot specify more than {MAX_RUN_IDS_PER_HISTORY_BULK} run_ids. "
+                      f"Received {len(run_ids)} run_ids.")
+    key = fields.get("metric_key")
+    if key is None:
+        raise invalid("GetMetricHistoryBulk request must specify a metric_key.")
+    limit = min(whole(fields, "max_results", default=MAX_HISTORY_BULK_RESULTS, low=0), MAX_HISTORY_BULK_RESULTS)
+    visible = _visible_run_pks(caller, run_ids)
+    metrics = []
+    for run_id in sorted(set(run_ids) & set(visible)):
+        metrics += [metric_json(key, value, timestamp, step) | {"run_id": run_id}
+                    for timestamp, step, value in logged_metrics.points(visible[run_id], key, limit=limit)]
+    return {"metrics": metrics}
+
+
+def get_metric_history_bulk_interval(caller, fields, run_ids: list[str]):
+    """MLflow's sampled history (ajax-api .../metrics/get-history-bulk-interval?run_ids=A&metric_key=K): at most
+    max_results points a run, evenly spaced over its points ordered by step, the first and the last kept
+    (mlflow/store/tracking/abstract_store.py _evenly_spaced_indices)."""
+    if not run_ids:
+        raise invalid("Missing value for required parameter 'run_ids'.")
+    if len(run_ids) > MAX_RUN_IDS_PER_HISTORY_BULK:
+        raise invalid(f"GetMetricHistoryBulkInterval request must specify at most {MAX_RUN_IDS_PER_HISTORY_BULK} "
+                      f"run_ids. Received {len(run_ids)} run_ids.")
+    key = text(fields, "metric_key")
+    limit = whole(fields, "max_results", default=MAX_RESULTS_PER_RUN)
+    if not 1 <= limit <= MAX_RESULTS_PER_RUN:
+        raise invalid(f"max_results must be between 1 and {MAX_RESULTS_PER_RUN}.")
+    start, end = whole(fields, "start_step"), whole(fields, "end_step")
+    if (start is None) != (end is None):
+        raise invalid("If either start step or end step are specified, both must be specified.")
+    if start is not None and start > end:
+        raise invalid(f"end_step must be greater than start_step. Found start_step={start} and end_step={end}.")
+    visible = _visible_run_pks(caller, run_ids)
+    metrics = []
+    for run_id in run_ids:
+        if run_id not in visible:
+            raise missing(f"Run with id={run_id} not found")
+        found = logged_metrics.points(visible[run_id], key, order="step",
+                                      steps=(start, end) if start is not None else None)
+        metrics += [metric_json(key, value, timestamp, step) | {"run_id": run_id}
+                    for timestamp, step, value in (found[i] for i in _evenly_spaced(len(found), limit))]
+    return {"metrics": metrics}
+
+
+def _evenly_spaced(total: int, most: int) -> list[int]:
+    """At most `most` evenly spaced indices of `total`, the first and the last included (MLflow's own)."""
+    if total <= most:
+        return list(range(total))
+    if most == 1:
+        return [total - 1]
+    spacing = (total - 1) / (most - 1)
+    return sorted({round(i * spacing) for i in range(most)})
+
+
 def search_logged_models(caller, fields):
     """Evolab keeps no logged models, so a search of visible experiments finds none: the client asks this before
     it reads a run's artifacts through a runs:/ URI (RunsArtifactRepository), which must not fail for it."""
@@ -300,7 +399,7 @@ def info_json(external: ExternalRun) -> dict:
     info = {"run_id": run.mlflow_run_id, "run_uuid": run.mlflow_run_id, "run_name": run.name,
             "experiment_id": str(external.experiment_id), "user_id": external.user_id,
             "status": STATUS_OF_STATE[run.state], "start_time": external.start_time,
-            "artifact_uri": f"mlflow-artifacts:/{external.experiment_id}/{run.mlflow_run_id}/artifacts",
+            "artifact_uri": f"{external.experiment.artifact_root}/{run.mlflow_run_id}/artifacts",
             "lifecycle_stage": external.lifecycle_stage}
     if external.end_time is not None and run.is_terminal:
         info["end_time"] = external.end_time
@@ -344,10 +443,12 @@ ENDPOINTS = {
     ("GET", "metrics/get-history"): get_metric_history,
     ("GET", "artifacts/list"): list_artifacts,
     ("POST", "logged-models/search"): search_logged_models,
+    ("GET", "metrics/get-history-bulk"): get_metric_history_bulk,
+    ("GET", "metrics/get-history-bulk-interval"): get_metric_history_bulk_interval,
 }
 # Endpoints of MLflow's protocol about things Evolab does not keep: a clear error, never a crash.
 NOT_STORED_PREFIXES = ("runs/log-model", "runs/log-inputs", "runs/outputs", "logged-models",
-                       "traces", "model-versions", "registered-models", "metrics/get-history-bulk-interval")
+                       "traces", "model-versions", "registered-models")
 
 
 def _caller(request) -> Caller:
@@ -380,7 +481,11 @@ def mlflow_api(request, endpoint: str):
                                                          f"{MAX_BATCH_LOG_REQUEST_SIZE} bytes, got a request of size "
                                                          f"{len(request.body)}.")
     try:
-        answer = handler(caller, request_fields(request))
+        if handler in (get_metric_history_bulk, get_metric_history_bulk_interval):  # repeated query parameters
+            run_ids = request.GET.getlist("run_id" if handler is get_metric_history_bulk else "run_ids")
+            answer = handler(caller, request_fields(request), [r for r in run_ids if r])
+        else:
+            answer = handler(caller, request_fields(request))
         return answer if isinstance(answer, HttpResponse) else JsonResponse(answer)
     except MlflowError as exc:
         return exc.response()
@@ -418,6 +523,17 @@ def _file_response(artifact) -> HttpResponse:
     response["Content-Disposition"] = f"attachment; filename*=UTF-8''{quote(artifact.path.rsplit('/', 1)[-1])}"
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+@csrf_exempt
+def get_artifact(request):
+    """/mlflow/get-artifact?run_id=R&path=P, the download link of MLflow's UI."""
+    try:
+        caller = _caller(request)
+        run_id = request.GET.get("run_id") or request.GET.get("run_uuid") or ""
+        return _file_response(artifacts.run_file(caller, run_id, request.GET.get("path") or ""))
+    except MlflowError as exc:
+        return exc.response()
 
 
 @csrf_exempt

@@ -21,6 +21,8 @@ class Experiment(models.Model):
     name = models.CharField(max_length=500)
     lifecycle_stage = models.CharField(max_length=10, default=ACTIVE)
     tags = models.JSONField(default=dict)
+    # where its runs' artifacts go, as create_experiment gave it; blank: Evolab's own (artifacts.py)
+    artifact_location = models.CharField(max_length=2000, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -32,6 +34,10 @@ class Experiment(models.Model):
 
     def __str__(self):
         return f"{self.team_id}/{self.name}"
+
+    @property
+    def artifact_root(self) -> str:
+        return self.artifact_location or f"mlflow-artifacts:/{self.pk}"
 
 
 class ExternalRun(models.Model):

@@ -5,6 +5,7 @@ anything but letters, digits, `_` and `.`. Anything else is INVALID_PARAMETER_VA
 understood. Runs are filtered after they are read: a team's experiments hold thousands of runs, not millions."""
 import base64
 import binascii
+import math
 import re
 from dataclasses import dataclass
 
@@ -16,15 +17,23 @@ from .models import Experiment, ExternalRun
 
 ENTITIES = {"attributes": "attributes", "attribute": "attributes", "attr": "attributes", "run": "attributes",
             "metrics": "metrics", "metric": "metrics", "params": "params", "param": "params", "parameter": "params",
-            "parameters": "params", "tags": "tags", "tag": "tags"}
-ATTRIBUTES = ("run_id", "run_name", "status", "user_id", "start_time", "end_time", "lifecycle_stage", "name")
+            "parameters": "params", "tags": "tags", "tag": "tags", "dataset": "datasets", "datasets": "datasets"}
+# MLflow's searchable run attributes (RunInfo's, and SearchUtils' aliases: created is start_time, "Run name" run_name)
+ATTRIBUTES = ("run_id", "run_name", "status", "user_id", "start_time", "end_time", "artifact_uri", "lifecycle_stage",
+              "name", "experiment_id", "creation_time", "last_update_time")
+ALIASES = {"created": "start_time", "Created": "start_time", "run name": "run_name", "Run name": "run_name",
+           "Run Name": "run_name"}
+NUMERIC_ATTRIBUTES = ("start_time", "end_time", "creation_time", "last_update_time")
+DATASET_KEYS = ("name", "digest", "context")
 _STRING = r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\""
 _TOKENS = [  # tried in order at each position
     ("and", re.compile(r"AND\b", re.IGNORECASE)),
-    ("op", re.compile(r"<=|>=|!=|=|<|>|NOT\s+ILIKE\b|NOT\s+LIKE\b|ILIKE\b|LIKE\b|IN\b", re.IGNORECASE)),
+    ("op", re.compile(r"<=|>=|!=|=|<|>|IS\s+NOT\s+NULL\b|IS\s+NULL\b|NOT\s+ILIKE\b|NOT\s+LIKE\b|NOT\s+IN\b|ILIKE\b|"
+                      r"LIKE\b|IN\b", re.IGNORECASE)),
     ("string", re.compile(_STRING)),
     ("list", re.compile(r"\((?:[^()'\"]|" + _STRING + r")*\)")),
-    ("ident", re.compile(r"[A-Za-z_]\w*\.(?:`[^`]*`|\"[^\"]*\"|[\w./\-:@]+)")),
+    # ENTITY.KEY, or a bare KEY (an attribute, as MLflow reads `run_name LIKE 'x%'`)
+    ("ident", re.compile(r"[A-Za-z_]\w*\.(?:`[^`]*`|\"[^\"]*\"|[\w./\-:@]+)|`[^`]*`|[A-Za-z_]\w*")),
     ("number", re.compile(r"-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")),
 ]
 
@@ -62,53 +71,70 @@ class Clause:
     value: object
 
 
-def parse_filter(text: str, allowed=("attributes", "metrics", "params", "tags")) -> list[Clause]:
+def parse_filter(text: str, allowed=("attributes", "metrics", "params", "tags", "datasets"),
+                 attributes=ATTRIBUTES) -> list[Clause]:
     clauses = []
     text = text.strip()
     parts = _tokens(text)
     group = []
     for match in parts + [None]:
         if match is None or match.group("and"):
+            if len(group) == 2 and group[1].group("op") and _is_null_test(group[1].text):
+                group.append(_Token("null", ""))
             if len(group) != 3:
                 raise invalid(f"Invalid filter {text!r}: each clause is ENTITY.KEY OPERATOR VALUE, joined by AND")
-            clauses.append(_clause(group, text, allowed))
+            clauses.append(_clause(group, text, allowed, attributes))
             group = []
         else:
             group.append(match)
     return clauses
 
 
-def _clause(group, text, allowed) -> Clause:
+def _is_null_test(op: str) -> bool:
+    return re.fullmatch(r"IS\s+(NOT\s+)?NULL", op, re.IGNORECASE) is not None
+
+
+def _clause(group, text, allowed, attributes) -> Clause:
     ident, op, value = group
     if not ident.group("ident") or not op.group("op"):
         raise invalid(f"Invalid filter {text!r}: expected ENTITY.KEY OPERATOR VALUE")
-    entity, _, key = ident.group("ident").partition(".")
+    entity, dot, key = ident.group("ident").partition(".")
+    if not dot:  # a bare key is an attribute (MLflow's SearchUtils._get_identifier)
+        entity, key = "attributes", entity
     key = key.strip()
     if key[:1] in "`\"" and key[-1:] == key[:1]:
         key = key[1:-1]
     kind = ENTITIES.get(entity.lower())
-    if kind is None and entity.lower() == "name" and "attributes" in allowed:
-        kind = "attributes"
     if kind is None or kind not in allowed:
         raise invalid(f"Invalid filter {text!r}: {entity!r} is not one of {', '.join(allowed)}")
-    if kind == "attributes" and key not in ATTRIBUTES:
-        raise invalid(f"Invalid filter {text!r}: attribute {key!r} is not one of {', '.join(ATTRIBUTES)}")
+    if kind == "attributes":
+        key = ALIASES.get(key, key)
+        if key not in attributes:
+            raise invalid(f"Invalid attribute key '{key}' specified. Valid keys are '{set(attributes)}'")
+    if kind == "datasets" and key not in DATASET_KEYS:
+        raise invalid(f"Invalid dataset key '{key}' specified. Valid keys are '{set(DATASET_KEYS)}'")
     operator = re.sub(r"\s+", " ", op.group("op").upper())
+    if operator in ("IS NULL", "IS NOT NULL"):
+        if kind not in ("params", "tags"):
+            raise invalid(f"Invalid filter {text!r}: IS NULL / IS NOT NULL is only supported for tags and params")
+        return Clause(kind, key, operator, None)
     if value.group("string"):
         parsed = _unquote(value.group("string"))
     elif value.group("number"):
         parsed = float(value.group("number"))
-    elif value.group("list") and operator == "IN":
+    elif value.group("list") and operator in ("IN", "NOT IN"):
         parsed = [_unquote(v) for v in re.findall(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"", value.group("list"))]
     else:
         raise invalid(f"Invalid filter {text!r}: a value is a quoted string, a number or, after IN, a list")
-    if operator == "IN" and not isinstance(parsed, list):
-        raise invalid(f"Invalid filter {text!r}: IN takes a list ('a', 'b')")
+    if operator in ("IN", "NOT IN") and not isinstance(parsed, list):
+        raise invalid(f"Invalid filter {text!r}: {operator} takes a list ('a', 'b')")
     if "LIKE" in operator and isinstance(parsed, str) and len(parsed) > MAX_PATTERN_LENGTH:
         raise invalid(f"Invalid filter: the {operator} pattern of {entity}.{key} is {len(parsed):,} characters long; a "
                       f"pattern may have at most {MAX_PATTERN_LENGTH}")
-    if kind == "metrics" and not isinstance(parsed, float):
-        raise invalid(f"Invalid filter {text!r}: a metric is compared with a number")
+    if (kind == "metrics" or (kind == "attributes" and key in NUMERIC_ATTRIBUTES)) and not isinstance(parsed, float):
+        if not (isinstance(parsed, str) and re.fullmatch(r"-?\d+", parsed.strip())):
+            raise invalid(f"Invalid filter {text!r}: {entity}.{key} is compared with a number")
+        parsed = float(parsed)
     return Clause(kind, key, operator, parsed)
 
 
@@ -117,13 +143,16 @@ def _unquote(token: str) -> str:
 
 
 def _compare(op: str, have, want) -> bool:
+    """MLflow's SearchUtils._does_run_match_clause: a missing value matches IS NULL and nothing else (`!=` too)."""
+    if op in ("IS NULL", "IS NOT NULL"):
+        return (have is None) == (op == "IS NULL")
     if have is None:
-        return op == "!="
+        return False
     if op in ("LIKE", "ILIKE", "NOT LIKE", "NOT ILIKE"):
         found = like(str(want), str(have), fold="ILIKE" in op)
         return not found if op.startswith("NOT") else found
-    if op == "IN":
-        return str(have) in want
+    if op in ("IN", "NOT IN"):
+        return (str(have) in want) == (op == "IN")
     if isinstance(want, float):
         try:
             have = float(have)
@@ -136,7 +165,8 @@ def _compare(op: str, have, want) -> bool:
 
 
 def matches(clauses: list[Clause], attributes: dict, metrics: dict, params: dict, tags: dict) -> bool:
-    sources = {"attributes": attributes, "metrics": metrics, "params": params, "tags": tags}
+    # a run trained elsewhere logs no datasets (runs/log-inputs is not kept): a datasets clause matches none
+    sources = {"attributes": attributes, "metrics": metrics, "params": params, "tags": tags, "datasets": {}}
     return all(_compare(c.op, sources[c.entity].get(c.key), c.value) for c in clauses)
 
 
@@ -144,14 +174,15 @@ def _attributes(external: ExternalRun) -> dict:
     run = external.run
     return {"run_id": run.mlflow_run_id, "run_name": run.name, "status": STATUS_OF_STATE[run.state],
             "user_id": external.user_id, "start_time": external.start_time, "end_time": external.end_time,
-            "lifecycle_stage": external.lifecycle_stage}
+            "lifecycle_stage": external.lifecycle_stage,
+            "artifact_uri": f"{external.experiment.artifact_root}/{run.mlflow_run_id}/artifacts"}
 
 
 def search_runs(found_experiments: list[Experiment], filter_text: str, view: str, order_by: list[str],
                 max_results: int, page_token: str | None):
     """(the page of ExternalRuns, the next page's token or None)."""
     clauses = parse_filter(filter_text) if filter_text.strip() else []
-    runs = ExternalRun.objects.select_related("run").filter(experiment__in=found_experiments)
+    runs = ExternalRun.objects.select_related("run", "experiment").filter(experiment__in=found_experiments)
     if view != "ALL":
         runs = runs.filter(lifecycle_stage=Experiment.DELETED if view == "DELETED_ONLY" else Experiment.ACTIVE)
     runs = list(runs)
@@ -165,16 +196,20 @@ def search_runs(found_experiments: list[Experiment], filter_text: str, view: str
         return _attributes(external), metrics, external.params, tags
 
     kept = [e for e in runs if matches(clauses, *values(e))]
+    # MLflow's SQL store: the ordered fields, each with real values first, then NaN (metrics), then missing ones,
+    # whichever the direction; then start_time DESC (unless ordered by it) and run_id
     kept.sort(key=lambda e: (-(e.start_time or 0), e.run.mlflow_run_id))
+    sources = {"attributes": 0, "metrics": 1, "params": 2, "tags": 3}
     for kind, key, descending in reversed(orders):
-        sources = {"attributes": 0, "metrics": 1, "params": 2, "tags": 3}
+        def value_of(e, kind=kind, key=key):
+            return values(e)[sources[kind]].get(key)
 
-        def sort_key(e, kind=kind, key=key):
-            value = values(e)[sources[kind]].get(key)
-            return (value is None, value if value is not None else 0) if not descending else \
-                (value is not None, value if value is not None else 0)
+        def rank(value):
+            return 2 if value is None else 1 if isinstance(value, float) and math.isnan(value) else 0
 
-        kept.sort(key=sort_key, reverse=descending)
+        kept.sort(key=lambda e: (rank(value_of(e)) == 0, value_of(e)) if rank(value_of(e)) == 0 else (False, 0),
+                  reverse=descending)
+        kept.sort(key=lambda e: rank(value_of(e)))
     start = _offset(page_token)
     page = kept[start:start + max_results]
     more = start + max_results < len(kept)
@@ -190,7 +225,8 @@ def _order(text: str):
     key = key if dot else field
     if key[:1] in "`\"" and key[-1:] == key[:1]:
         key = key[1:-1]
-    if kind is None or (kind == "attributes" and key not in ATTRIBUTES):
+    key = ALIASES.get(key, key) if kind == "attributes" else key
+    if kind not in ("attributes", "metrics", "params", "tags") or (kind == "attributes" and key not in ATTRIBUTES):
         raise invalid(f"Invalid order_by clause {text!r}: expected e.g. 'attributes.start_time DESC' or "
                       f"'metrics.`loss` ASC'")
     return kind, key, descending

@@ -10,6 +10,7 @@ urlpatterns = [
     path("api/2.0/mlflow-artifacts/artifacts/<path:path>", mlflow_views.artifact_service),
     path("api/2.0/mlflow-artifacts/<path:path>", mlflow_views.not_stored),
     path("api/3.0/<path:path>", mlflow_views.not_stored),
+    path("get-artifact", mlflow_views.get_artifact),
     # the links the MLflow client prints ("View run ... at: HOST/mlflow/#/experiments/1/runs/<id>")
     path("", views.mlflow_link, name="mlflow_link"),
     path("runs/<str:mlflow_run_id>/", views.run_by_mlflow_id, name="run_by_mlflow_id"),
