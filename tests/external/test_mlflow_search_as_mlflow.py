@@ -1,6 +1,8 @@
 """runs/search and experiments/search read filters and orders as MLflow's server does (mlflow/utils/search_utils.py,
 its SQL store's ordering): bare attribute keys, MLflow's aliases, IS NULL, datasets, `!=` on a missing value, NaN
 in an order, experiments' times and the Default experiment (issue 37, item 4)."""
+import os
+
 import pytest
 
 from tests.external.conftest import error_of
@@ -129,6 +131,10 @@ def test_an_artifact_location_is_kept_and_must_be_text(mlflow):
         "s3://bucket/e"
     run_id = mlflow.new_run("r", experiment_id)
     assert mlflow.ok("runs/get", run_id=run_id)["run"]["info"]["artifact_uri"] == f"s3://bucket/e/{run_id}/artifacts"
+    # a relative local path is made absolute against the server's working directory, as MLflow's store does
+    relative = mlflow.ok("experiments/create", {"name": "here", "artifact_location": "my_location"})["experiment_id"]
+    assert mlflow.ok("experiments/get", experiment_id=relative)["experiment"]["artifact_location"] == \
+        os.path.abspath("my_location")
     _, _, message = error_of(mlflow.post("experiments/create", {"name": "x", "artifact_location": 9.0}))
     assert "Invalid value 9.0 for parameter 'artifact_location'" in message
 

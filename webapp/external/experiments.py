@@ -2,6 +2,8 @@
 team names it as MLflow does; a user in several teams names it `TEAM/NAME`. MLflow's experiment "0" (where
 a client puts a run when no experiment is set) is the user's team's `Default`, made when first used.
 Another team's experiment answers exactly like a missing one (DESIGN §4.4)."""
+import os
+
 from django.db import IntegrityError, transaction
 
 from webapp.accounts.access import teams_of
@@ -123,9 +125,17 @@ def create(caller: Caller, name: str, tags: list[tuple[str, str]], artifact_loca
     try:
         with transaction.atomic():
             return Experiment.objects.create(team=team, name=bare, tags=dict(tags),
-                                             artifact_location=artifact_location or "")
+                                             artifact_location=_resolved(artifact_location or ""))
     except IntegrityError:
         raise MlflowError("RESOURCE_ALREADY_EXISTS", f"Experiment '{name}' already exists.") from None
+
+
+def _resolved(location: str) -> str:
+    """A relative local path made absolute against the server's working directory, as MLflow's store does
+    (mlflow.utils.uri.resolve_uri_if_local); any other location is kept as given."""
+    if location and "://" not in location and ":" not in location.split("/", 1)[0] and not location.startswith("/"):
+        return os.path.abspath(location)
+    return location
 
 
 def experiment_json(caller: Caller, experiment: Experiment) -> dict:
