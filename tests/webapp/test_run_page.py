@@ -214,6 +214,20 @@ def test_the_compare_page_says_when_nothing_differs(client, lab):
     assert re.search(r'<p id="hp-differences">\s*Same method, settings and hyperparameters', page)
 
 
+def test_the_compare_page_names_the_embedder_when_only_it_differs(client, lab):
+    # issue 38, defect 5: two EVOL-RL runs differing only in embedding_model read "Same method, settings and
+    # hyperparameters", while novelty, the method's reward, is measured by that model
+    a = make_run(lab, name="a", method="evol_rl", hyperparameters={"n_votes": 8})
+    b = make_run(lab, name="b", method="evol_rl", hyperparameters={"n_votes": 8}, embedding_model="models/e5-small")
+    client.force_login(lab[1]["vic"])
+    page = client.get(f"/compare/?runs={a.pk},{b.pk}").content.decode()
+    summary = re.search(r'<p id="hp-differences">(.*?)</p>', page, re.S).group(1)
+    assert re.findall(r"<code>([^<]+)</code>", summary) == ["embedding_model"]
+    assert re.search(r'<tr class="hp-row differs" data-hp="embedding_model"><th><code>embedding_model</code></th>'
+                     r'<td class="hp-cell">&quot;default \(MiniLM\)&quot;</td><td class="hp-cell">&quot;models/e5-small&quot;</td></tr>',
+                     page)
+
+
 def test_the_compare_page_is_a_404_for_a_run_of_another_team(client, lab, django_user_model):
     run = make_run(lab)
     team = make_team("elsewhere", bob="admin")

@@ -239,7 +239,9 @@ def hyperparameter_diff(runs: list[Run]) -> dict:
 _RUN_HEADLINE = {"method": lambda r: r.method, "model": lambda r: r.model, "prompt_set": lambda r: r.prompt_set_id}
 _RUN_SETTINGS = {"max_steps": lambda r: r.max_steps, "seed": lambda r: r.seed, "gpus": lambda r: r.gpus,
                  "nodes": lambda r: r.nodes,
-                 "eval_prompt_set": lambda r: r.eval_prompt_set.name if r.eval_prompt_set_id else None}
+                 "eval_prompt_set": lambda r: r.eval_prompt_set.name if r.eval_prompt_set_id else None,
+                 # the model novelty and the heatmaps are measured with (EVOL-RL's reward reads it)
+                 "embedding_model": lambda r: r.embedding_model or "default (MiniLM)"}
 
 
 _MISSING = object()
