@@ -127,8 +127,9 @@ METHOD = Method(
     description="Confidence-weighted vote with credibility (DCAR) plus entropy-weighted decisiveness of the path (DPR).",
     defaults_source="COMPASS §4.1: GRPO, lr 5e-7 cosine (AdamW), 64 responses for the vote at temperature 0.6 "
                     "(1.0 for Qwen2.5-Math), 32 trained; below 7B the settings of the TTRL paper (the shared "
-                    "defaults: 8 prompts a step, 3,072 tokens).",
-    hyperparameters=shared(temperature=0.6) + (
+                    "defaults: 8 prompts a step, 3,072 tokens) with its script's token means over micro-batches of "
+                    "rollouts: loss_type 'grpo'.",
+    hyperparameters=shared(temperature=0.6, loss_type="grpo") + (
         bool_param("use_confidence_weighting", True, "Ablation: with false the pseudo-label is a plain majority vote."),
         bool_param("use_credibility", True, "Ablation: with false agreeing answers get 1 instead of the credibility."),
         bool_param("use_dpr", True, "Ablation: with false the Decisive Path Reward is left out."),

@@ -6,6 +6,7 @@ from typing import Sequence
 
 from rl.answers import answers_equal, majority_vote
 from rl.groups import Group, GroupScore
+from rl.methods.evol_rl import COMPARISON_SETUP, COMPARISON_SOURCE
 from rl.methods.schema import Method, shared
 
 
@@ -27,10 +28,9 @@ METHOD = Method(
     paper="GRPO with verifiable rewards (Shao et al. 2024, DeepSeekMath) — the supervised upper bound",
     label_free=False,
     description="Reward 1 when the answer is equivalent to the prompt's label: needs labels, not label-free.",
-    defaults_source="GRPO on the labels with the setup every method starts from (TTRL §4: 8 prompts a step, one "
-                    "per update, lr 5e-7 cosine after a 3% warmup, 3,072 tokens); all 32 rollouts are trained on, "
-                    "there is no vote to take.",
-    hyperparameters=shared(n_votes=32, n_train=32),
+    defaults_source="GRPO on the labels with the setup of the TTRL runs it bounds, " + COMPARISON_SOURCE + "; all "
+                    "32 rollouts sampled are trained on, there is no vote to take.",
+    hyperparameters=shared(n_votes=32, n_train=32, **COMPARISON_SETUP),
     scorer=score,
     reference_field="label",
 )

@@ -154,3 +154,11 @@ def test_dpr_is_a_weighted_mean_of_decisiveness(steps):
     reward = decisive_path_reward(top1, top2, entropy)
     diff = top1 - top2
     assert diff.min() - 1e-12 <= reward <= diff.max() + 1e-12
+
+
+def test_compass_averages_token_losses_as_the_ttrl_script_it_follows():
+    # issue 38, defect 6: COMPASS below 7B follows the TTRL paper's settings, whose script's loss is 'grpo' here
+    from rl.methods import METHODS, validate_hyperparameters
+
+    assert validate_hyperparameters("compass", {})["loss_type"] == "grpo"
+    assert "loss_type 'grpo'" in METHODS["compass"].defaults_source
