@@ -162,7 +162,7 @@ METHOD = Method(
                     nullable=True),
     ),
     scorer=score,
-    rewards_the_vote=True,  # reward_accuracy (TTRL §4) is charted with labels
+    # no reward_accuracy: the reward is a share of the group, not membership of the vote (issue 38, defect 7)
     metric_prefix="empo",
     charts=("similarity/mean", "empo/semantic_entropy_mean"),
     search_extras=("class_share",),

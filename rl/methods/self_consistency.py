@@ -52,5 +52,5 @@ METHOD = Method(
     defaults_source=COMPARISON_SOURCE + ".",
     hyperparameters=shared(**COMPARISON_SETUP),
     scorer=score,
-    rewards_the_vote=True,  # reward_accuracy (TTRL §4) is charted with labels
+    # no reward_accuracy: the reward is a share of the group, not membership of the vote (issue 38, defect 7)
 )

@@ -111,3 +111,11 @@ def test_each_baseline_defaults_to_the_setup_of_the_paper_that_compares_it():
 def test_every_method_says_where_its_defaults_come_from():
     # GET /api/methods shows it beside the schema (issue 22)
     assert [name for name, method in METHODS.items() if len(method.defaults_source) < 40] == []
+
+
+def test_reward_accuracy_is_logged_only_where_the_reward_is_membership_of_the_vote():
+    # issue 38, defect 7: reward_accuracy compares "credited for being in the majority" with "right"; EMPO rewards its
+    # semantic class's share and self-consistency the share of the group agreeing, so it measured neither reward
+    from rl.methods import METHODS
+
+    assert {m.name for m in METHODS.values() if m.rewards_the_vote} == {"ttrl", "evol_rl", "compass"}
