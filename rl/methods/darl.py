@@ -12,7 +12,8 @@ import numpy as np
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
 from rl.methods.rlpr import (R1_TEMPLATE, RELEASE_SCRIPT, RLPR_TRAINING, AdaptiveStdFilter, check_filter_steps,
-                             reference_probabilities, release_reward_parameters, with_format_reward)
+                             reference_probabilities, release_reward_parameters, with_format_reward,
+                             with_repetition_penalty)
 from rl.methods.schema import Method, bool_param, float_param, shared
 
 
@@ -35,18 +36,22 @@ def score(group: Group, hp: dict, probe) -> GroupScore:
     reference = majority if hp["use_majority_as_reference"] else group.reference
     if reference is None:  # label-free variant and nobody answered: no pseudo-reference, only the format reward
         rewards, formats = with_format_reward([0.0] * len(group.texts), group.texts, hp)
+        rewards, penalties = with_repetition_penalty(rewards, group.texts, hp)
         return GroupScore(rewards=rewards, majority_answer=majority,
-                          extras=[{"r_ref": None, "r_gen": None, "format": f} for f in formats])
+                          extras=[{"r_ref": None, "r_gen": None, "format": f, "repetition_penalty": p}
+                                  for f, p in zip(formats, penalties)])
     r_ref, r_gen = reference_probabilities(group, probe, reference, METHOD.answer_opener)
     # DARL Eq. (3)–(4) (static τ) or Eq. (6) (dynamic threshold r(y*)/γ when tau is null)
     darl = [darl_reward(a, b, beta=hp["beta"], gamma=hp["gamma"], tau=hp["tau"]) for a, b in zip(r_ref, r_gen)]
     bonus = [r - (1.0 - hp["beta"]) * a > 1e-12 for r, a in zip(darl, r_ref)]
     # RLPR's release, which DARL follows: (1 − c) · reward + c · format
     rewards, formats = with_format_reward(darl, group.texts, hp)
-    extras = [{"r_ref": a, "r_gen": b, "diversity_bonus": flag, "format": f}
-              for a, b, flag, f in zip(r_ref, r_gen, bonus, formats)]
+    rewards, penalties = with_repetition_penalty(rewards, group.texts, hp)  # and its repetition penalty
+    extras = [{"r_ref": a, "r_gen": b, "diversity_bonus": flag, "format": f, "repetition_penalty": p}
+              for a, b, flag, f, p in zip(r_ref, r_gen, bonus, formats, penalties)]
     metrics = {"darl/r_ref_mean": float(np.mean(r_ref)), "darl/r_gen_mean": float(np.mean(r_gen)),
-               "darl/bonus_ratio": float(np.mean(bonus))}
+               "darl/bonus_ratio": float(np.mean(bonus)),
+               "darl/repetition_penalty_rate": float(np.mean([p != 0 for p in penalties]))}
     return GroupScore(rewards=rewards, majority_answer=majority, extras=extras, metrics=metrics)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -47,6 +48,11 @@ def release_reward_parameters() -> tuple:
                   "collected before it (filter_start_step).", 1, 1000000),
         float_param("std_filter_threshold", None, "A fixed threshold on the rewards' standard deviation instead of "
                     "the adaptive one, from the first step; null: adaptive.", 0.0, 1.0, nullable=True),
+        bool_param("repetition_penalty", True, "The release's repetition penalty (reproduce_qwen.sh: "
+                   "reward_model.repetition_penalty=True): −1 added to a non-zero reward when a window of 10 words "
+                   "occurs repetition_penalty_limit times or more in the response, before the std filter."),
+        int_param("repetition_penalty_limit", 10, "Occurrences of one 10-word window that make a response "
+                  "repetitive (repetition_penalty_max_repetitions_limit).", 2, 1000000),
     )
 
 
@@ -75,6 +81,28 @@ def with_format_reward(rewards: Sequence[float], texts: Sequence[str], hp: dict)
     c = hp["format_coefficient"]
     formats = [r1_format_reward(text) for text in texts]
     return [(1.0 - c) * r + c * f for r, f in zip(rewards, formats)], formats
+
+
+def repetition_penalty(text: str, window: int = 10, limit: int = 10) -> float:
+    """−1 when a window of `window` words (split on whitespace, then on '_') occurs `limit` or more times, else 0.
+
+    RLPR's verl/utils/reward_score/repetition.py::detect_repetition_with_hash (window_size 10; ray_trainer.py passes
+    max_repetitions_limit 10).
+    """
+    words = [word for segment in text.split() for word in segment.split("_")]
+    if len(words) <= window:
+        return 0.0
+    counts = Counter(tuple(words[i:i + window]) for i in range(len(words) - window + 1))
+    return -1.0 if max(counts.values()) >= limit else 0.0
+
+
+def with_repetition_penalty(rewards: Sequence[float], texts: Sequence[str], hp: dict) -> tuple[list[float], list[float]]:
+    """ray_trainer.py:1936: the penalty is added where the reward tensor is non-zero (a reward of exactly 0 keeps 0),
+    after prob.py's score and before the std filter reads the rewards; the penalty of each rollout alongside."""
+    if not hp.get("repetition_penalty", False):
+        return list(rewards), [0.0] * len(rewards)
+    penalties = [repetition_penalty(text, 10, hp["repetition_penalty_limit"]) for text in texts]
+    return [r + p if r != 0 else r for r, p in zip(rewards, penalties)], penalties
 
 
 def _bessel_std(rewards: Sequence[float]) -> float:
@@ -173,9 +201,11 @@ def score(group: Group, hp: dict, probe) -> GroupScore:
                                                       [group.reference])[0]
         rewards = [rlpr_debiased_reward(r, r_prime) for r in r_ref]
     rewards, formats = with_format_reward(rewards, group.texts, hp)
-    extras = [{"r_ref": a, "r_gen": b, "r_ref_without_reasoning": r_prime, "format": f}
-              for a, b, f in zip(r_ref, r_gen, formats)]
-    metrics = {"rlpr/r_ref_mean": float(np.mean(r_ref)), "rlpr/format_mean": float(np.mean(formats))}
+    rewards, penalties = with_repetition_penalty(rewards, group.texts, hp)
+    extras = [{"r_ref": a, "r_gen": b, "r_ref_without_reasoning": r_prime, "format": f, "repetition_penalty": p}
+              for a, b, f, p in zip(r_ref, r_gen, formats, penalties)]
+    metrics = {"rlpr/r_ref_mean": float(np.mean(r_ref)), "rlpr/format_mean": float(np.mean(formats)),
+               "rlpr/repetition_penalty_rate": float(np.mean([p != 0 for p in penalties]))}
     if len(rewards) > 1:
         metrics["rlpr/reward_std"] = _bessel_std(rewards)  # what the filter compares with its threshold
     if r_prime is not None:

@@ -98,6 +98,41 @@ def test_score_rlpr_mixes_in_the_format_reward_at_the_releases_weight():
     assert METHODS["rlpr"].scorer(group, paper, probe).rewards == pytest.approx([0.5, 0.1, 0.0, 0.2])
 
 
+# ---------------------------------------------------------------- the release's repetition penalty
+
+
+def test_a_ten_word_window_repeated_ten_times_is_penalised_as_the_release_detects_it():
+    # RLPR's verl/utils/reward_score/repetition.py detect_repetition_with_hash(window_size=10,
+    # max_repetitions_limit=10, as ray_trainer.py passes it): words split on whitespace and '_'; -1 when a window of
+    # 10 words occurs 10 or more times, else 0
+    from rl.methods.rlpr import repetition_penalty
+
+    loop = "one two three four five six seven eight nine ten "
+    assert repetition_penalty(loop * 10) == -1.0  # the window "one ... ten" starts at words 0, 10, ..., 90: 10 times
+    assert repetition_penalty(loop * 9 + "eleven") == 0.0  # 9 times
+    assert repetition_penalty("_".join(["a"] * 19)) == -1.0  # 19 words by '_': the window of ten "a" occurs 10 times
+    assert repetition_penalty("_".join(["a"] * 18)) == 0.0
+    assert repetition_penalty("a b c") == 0.0  # no more words than the window
+
+
+def test_score_rlpr_adds_the_penalty_to_a_rollouts_non_zero_reward():
+    """Worked example: r̂ = 0.5, 0.1, 0, 0.2 (format weight 0); rollouts 0 and 2 repeat a window 20 times.
+
+    ray_trainer.py adds the penalty where the reward tensor is non-zero: 0.5 − 1, 0.1, 0 (kept), 0.2.
+    """
+    probe = TableProbe({0: 0.9, 1: 0.5, 2: 0.2, 3: 0.6, 99: 0.4})
+    group = rlpr_group(4)
+    group.texts[0] = group.texts[2] = "a " * 29
+    hp = validate_hyperparameters("rlpr", {"n_votes": 4, "n_train": 4, "format_coefficient": 0.0})
+    assert hp["repetition_penalty"] is True
+    score = METHODS["rlpr"].scorer(group, hp, probe)
+    assert score.rewards == pytest.approx([-0.5, 0.1, 0.0, 0.2])
+    assert [e["repetition_penalty"] for e in score.extras] == [-1.0, 0.0, -1.0, 0.0]
+    assert score.metrics["rlpr/repetition_penalty_rate"] == 0.5
+    off = dict(hp, repetition_penalty=False)
+    assert METHODS["rlpr"].scorer(group, off, probe).rewards == pytest.approx([0.5, 0.1, 0.0, 0.2])
+
+
 # ---------------------------------------------------------------- the adaptive standard-deviation filter
 
 
