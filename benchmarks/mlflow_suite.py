@@ -6,7 +6,10 @@ PATH is a checkout of MLflow's repository at the pinned client's version (benchm
 
     git clone --depth 1 --branch v3.17.2 https://github.com/mlflow/mlflow /tmp/mlflow-src
 
-(or MLFLOW_SUITE_SRC=PATH). Only its tests/ folder is used, copied into a folder of its own so that the installed,
+(or MLFLOW_SUITE_SRC=PATH). Where GitHub is out of reach, DESIGN §4.8's way: the opendatahub-io/mlflow mirror's
+commit closest to the pinned version (its history ends at 3.6.1.dev0), `git --git-dir=MIRROR archive HEAD tests
+pyproject.toml | tar -x -C PATH`; those older tests' conftest calls `workspace_context.clear_workspace()`, which
+3.17.2 names `clear_server_request_workspace()` (RESULTS.md records the run made so). Only its tests/ folder is used, copied into a folder of its own so that the installed,
 pinned mlflow is the one imported. The tests run under .venv-bench (`make bench`'s venv: mlflow from
 requirements-mlflow.txt, plus what MLflow's tests need from requirements-mlflow-suite.txt; installed here when
 missing). Evolab is started as `make demo` starts it (scripts/demo.py: daphne, its workers) in a folder of its own,
