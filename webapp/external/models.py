@@ -99,7 +99,23 @@ class PendingRollout(models.Model):
                                                name="unique_pending_rollout")]
 
 
-class LoggedMetric(models.Model):
+class MlflowPoint(models.Model):
+    """A point of one metric as MLflow's SqlMetric holds it: its key, millisecond timestamp, int64 step and value,
+    NaN as `is_nan` (value 0) and ±inf as ±the largest float. The three tables below keep such points."""
+
+    id = models.BigAutoField(primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=250)
+    timestamp = models.BigIntegerField()
+    step = models.BigIntegerField()
+    value = models.FloatField()
+    is_nan = models.BooleanField(default=False)
+
+    class Meta:
+        abstract = True
+
+
+class LoggedMetric(MlflowPoint):
     """Every metric value a trainer logged through MLflow's protocol, kept as MLflow's own store keeps it (its
     SqlMetric): several values per key and step, steps in any order and of any 64-bit size, each with its own
     millisecond timestamp; NaN as `is_nan` (value 0) and ±inf as ±the largest float, as MLflow's SQL store writes
@@ -107,49 +123,24 @@ class LoggedMetric(models.Model):
     where each step holds its latest value. One row per distinct point: a point sent twice is kept once, as in
     MLflow, whose primary key is these columns."""
 
-    id = models.BigAutoField(primary_key=True)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
-    key = models.CharField(max_length=250)
-    timestamp = models.BigIntegerField()
-    step = models.BigIntegerField()
-    value = models.FloatField()
-    is_nan = models.BooleanField(default=False)
-
     class Meta:
         # also the history's index: a key's points in MLflow's order, timestamp, step, value
         constraints = [models.UniqueConstraint(fields=["run", "key", "timestamp", "step", "value", "is_nan"],
                                                name="one_logged_metric_point")]
 
 
-class LatestMetric(models.Model):
+class LatestMetric(MlflowPoint):
     """Each key's latest value, as MLflow's latest_metrics table keeps it: the point with the highest (step,
     timestamp, value), updated as points are logged. runs/get and runs/search read it."""
-
-    id = models.BigAutoField(primary_key=True)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
-    key = models.CharField(max_length=250)
-    timestamp = models.BigIntegerField()
-    step = models.BigIntegerField()
-    value = models.FloatField()
-    is_nan = models.BooleanField(default=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["run", "key"], name="one_latest_metric_per_key")]
 
 
-class UnchartedMetric(models.Model):
+class UnchartedMetric(MlflowPoint):
     """A point of a run's LoggedMetric that its charts have yet to show (charting.py): written with it by the
     log-batch request, deleted by the worker that charts it, in the transaction that charts it. Only points the
     charts can hold (steps 0..2^31-1) wait here; a point logged twice waits once, as it is kept once."""
-
-    id = models.BigAutoField(primary_key=True)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
-    key = models.CharField(max_length=250)
-    timestamp = models.BigIntegerField()
-    step = models.BigIntegerField()
-    value = models.FloatField()
-    is_nan = models.BooleanField(default=False)
-
 
 
 class RunArtifact(models.Model):
