@@ -27,3 +27,23 @@ def degenerating_stream() -> dict:
         "truncated_ratio": [0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.6, 1.0, 1.0, 1.0, 1.0, 1.0],
         "unique_answers": [5, 5, 5, 5, 5, 5, 1, 0, 0, 0, 0, 0],
     }
+
+
+def wobble(levels: list[float], amplitude: float) -> list[float]:
+    """Each level −a, +a, −a, ...: a stream with a known step-to-step noise."""
+    return [round(v + (amplitude if i % 2 else -amplitude), 6) for i, v in enumerate(levels)]
+
+
+def falling(start: float, end: float, n_start: int = 5, n_end: int = 5) -> list[float]:
+    return [start] * n_start + [end] * n_end
+
+
+MOVED = [0.01] * 10  # a KL to the start that says the policy moved
+
+
+def converging(entropy: list[float], **more) -> dict:
+    """A run whose entropy does what `entropy` says while its votes converge (the second signal) and its policy
+    moved."""
+    n = len(entropy)
+    return {"entropy": entropy, "majority_ratio": wobble(falling(0.6, 0.9, 5, n - 5), 0.01), "kl": [0.01] * n,
+            **more}
