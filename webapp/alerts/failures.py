@@ -15,8 +15,9 @@ log). The task is retried with backoff; an attempt that succeeds takes it off th
 is left failing. The run page shows the alert's message as a banner while it is open or acknowledged."""
 import contextvars
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.utils import timezone
 
 from .models import Alert
@@ -72,12 +73,15 @@ def with_failure(failures: dict, task: str, step: int | None, error: BaseExcepti
                                "at": timezone.now().isoformat()}}
 
 
-def retried_since(run_ids: list[int], task: str, since: datetime) -> set[int]:
-    """The runs among `run_ids` on which `task` failed after `since`: their task's retries are under way (Celery's
-    backoff), so a periodic resend need not start more."""
+def not_retrying(run_ids: list[int], task: str, now: datetime) -> list[int]:
+    """The runs among `run_ids` that a periodic resend of `task` should send again: not those on which it failed
+    lately, whose own retries are under way (Celery's backoff, workers/watched.py): one more chain of retries a
+    minute would multiply them. Once the retries have given up (past the longest backoff), the resend starts again."""
+    lately = now - timedelta(seconds=settings.TASK_RETRY_MAX_SECONDS + 60)
     found = Alert.objects.filter(run_id__in=run_ids, rule=KIND, state__in=Alert.ACTIVE).values_list("run_id", "values")
     failed_at = {run_id: (((values or {}).get("failures") or {}).get(task) or {}).get("at") for run_id, values in found}
-    return {run_id for run_id, at in failed_at.items() if at and datetime.fromisoformat(at) > since}
+    retrying = {run_id for run_id, at in failed_at.items() if at and datetime.fromisoformat(at) > lately}
+    return [run_id for run_id in run_ids if run_id not in retrying]
 
 
 def message(failures: dict) -> str:

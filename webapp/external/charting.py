@@ -17,7 +17,6 @@ import logging
 import math
 import re
 from collections import OrderedDict
-from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
@@ -187,10 +186,7 @@ def resend_stale(now=None) -> list[int]:
     Periodic (celery beat); a task sent twice finds nothing left the second time."""
     now = now or timezone.now()
     waiting = [run_id for (run_id,) in bulk.fetch(f"SELECT DISTINCT run_id FROM {UNCHARTED}")]
-    # a run whose charting failed lately waits for its task's own retries (workers/watched.py), as grouping does
-    lately = now - timedelta(seconds=settings.TASK_RETRY_MAX_SECONDS + 60)
-    retried = failures.retried_since(waiting, failures.CHARTS, lately)
-    stale = [run_id for run_id in waiting if run_id not in retried]
+    stale = failures.not_retrying(waiting, failures.CHARTS, now)
     for run_id in stale:
         send(CHART_LOGGED_METRICS, [run_id], queue=external_queue())
     return stale

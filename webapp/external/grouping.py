@@ -200,11 +200,7 @@ def resend_stale(now=None) -> list[int]:
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=max(60.0, 4 * settings.EXTERNAL_GROUP_QUIET_SECONDS))
     stale = sorted(set(PendingRollout.objects.filter(received_at__lt=cutoff).values_list("run_id", flat=True)))
-    # a run whose grouping failed lately waits for its task's own retries (with backoff, workers/watched.py): one
-    # more chain of retries a minute would multiply them; once they have given up, the resend starts again
-    lately = now - timedelta(seconds=settings.TASK_RETRY_MAX_SECONDS + 60)
-    retried = failures.retried_since(stale, failures.GROUPING, lately)
-    stale = [run_id for run_id in stale if run_id not in retried]
+    stale = failures.not_retrying(stale, failures.GROUPING, now)
     for run_id in stale:
         send(GROUP_EXTERNAL_ROLLOUTS, [run_id], queue=external_queue())
     return stale
