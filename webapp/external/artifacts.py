@@ -81,17 +81,37 @@ def _too_large(relative: str, size: int, limit: int):
 
 
 def download(caller: Caller, path: str) -> RunArtifact:
-    external, relative = _locate(caller, path, to_write=False)
+    return _file(*_locate(caller, path, to_write=False))
+
+
+def listing(caller: Caller, path: str) -> list[tuple[str, bool, int | None]]:
+    """The entries directly under a directory of the run's artifacts, as (name, is_dir, size): MLflow's server
+    lists a file or a missing path as nothing."""
+    return _entries(*_locate(caller, path, to_write=False))
+
+
+def run_listing(external, path: str) -> list[tuple[str, bool, int | None]]:
+    """The tracking API's artifacts/list of a run the caller sees (reporting.find): the same entries, named by their
+    path from the run's root."""
+    relative = safe_path(path or "")
+    return [(posixpath.join(relative, name) if relative else name, is_dir, size)
+            for name, is_dir, size in _entries(external, relative)]
+
+
+def run_file(external, path: str) -> RunArtifact:
+    """MLflow's get-artifact (its UI's download link) of a run the caller sees: a file by its path from the run's
+    root."""
+    return _file(external, safe_path(path or ""))
+
+
+def _file(external, relative: str) -> RunArtifact:
     artifact = RunArtifact.objects.filter(run_id=external.pk, path=relative).first()
     if artifact is None:
         raise missing(f"No such file or directory: {relative!r}")
     return artifact
 
 
-def listing(caller: Caller, path: str) -> list[tuple[str, bool, int | None]]:
-    """The entries directly under a directory of the run's artifacts, as (name, is_dir, size): MLflow's server
-    lists a file or a missing path as nothing."""
-    external, relative = _locate(caller, path, to_write=False)
+def _entries(external, relative: str) -> list[tuple[str, bool, int | None]]:
     prefix = relative + "/" if relative else ""
     entries: dict[str, tuple[str, bool, int | None]] = {}
     for stored, size in (RunArtifact.objects.filter(run_id=external.pk, path__startswith=prefix)
@@ -99,22 +119,6 @@ def listing(caller: Caller, path: str) -> list[tuple[str, bool, int | None]]:
         name, slash, _ = stored[len(prefix):].partition("/")
         entries[name] = (name, True, None) if slash else (name, False, size)
     return [entries[name] for name in sorted(entries)]
-
-
-def run_listing(caller: Caller, mlflow_run_id: str, path: str) -> list[tuple[str, bool, int | None]]:
-    """The tracking API's artifacts/list: the same entries, named by their path from the run's root."""
-    external = reporting.find(caller, mlflow_run_id)
-    relative = safe_path(path or "")
-    service_path = f"{external.experiment_id}/{external.run.mlflow_run_id}/artifacts/{relative}".rstrip("/")
-    return [(posixpath.join(relative, name) if relative else name, is_dir, size)
-            for name, is_dir, size in listing(caller, service_path)]
-
-
-def run_file(caller: Caller, mlflow_run_id: str, path: str) -> RunArtifact:
-    """MLflow's get-artifact (its UI's download link): a file by the run's id and its path from the run's root."""
-    external = reporting.find(caller, mlflow_run_id)
-    relative = safe_path(path or "")
-    return download(caller, f"{external.experiment_id}/{external.run.mlflow_run_id}/artifacts/{relative}")
 
 
 def delete(caller: Caller, path: str) -> None:

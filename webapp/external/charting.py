@@ -31,7 +31,7 @@ from webapp.runs.models import Run
 from webapp.shared_cache import shared_cache
 from webapp.tasks import CHART_LOGGED_METRICS, send
 
-from .logged_metrics import LOGGED, UNCHARTED
+from .logged_metrics import LARGEST, LOGGED, UNCHARTED
 from .queues import external_queue
 
 log = logging.getLogger(__name__)
@@ -106,7 +106,7 @@ def _chart(run: Run, rows: list[tuple]) -> int:
     times: dict[int, float] = {}
     for (step, key), (timestamp, value, is_nan) in latest.items():
         # NaN and ±inf (kept as ±the largest float) are gaps on a chart, as a trainer's own NaN is
-        by_step.setdefault(step, {})[chart_name(key)] = None if is_nan or abs(value) >= MAX_STORED else value
+        by_step.setdefault(step, {})[chart_name(key)] = None if is_nan or abs(value) >= LARGEST else value
         times[step] = max(times.get(step, timestamp / 1000), timestamp / 1000)
     if by_step:
         by_step = _without_values_already_stored(run, by_step)
@@ -131,7 +131,6 @@ def _keep_memory(run: Run) -> None:
             _MEMORIES.popitem(last=False)
 
 
-MAX_STORED = 1.7976931348623157e308  # ±inf as MLflow's store keeps it (logged_metrics.stored)
 _AT = re.compile(r"_at_(?=\d)")
 
 

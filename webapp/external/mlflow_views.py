@@ -268,10 +268,8 @@ def get_metric_history(caller, fields):
 def list_artifacts(caller, fields):
     """The tracking API's artifacts/list (a run's files by their path from its artifact root)."""
     external = reporting.find(caller, _run_id(fields))
-    files = [{"path": name, "is_dir": is_dir, **({} if size is None else {"file_size": size})}
-             for name, is_dir, size in artifacts.run_listing(caller, external.run.mlflow_run_id,
-                                                             text(fields, "path", required=False) or "")]
-    return {"root_uri": info_json(external)["artifact_uri"], **({"files": files} if files else {})}
+    listed = artifacts.run_listing(external, text(fields, "path", required=False) or "")
+    return {"root_uri": info_json(external)["artifact_uri"], **files_json(listed)}
 
 
 # MLflow's server (mlflow/server/handlers.py): the run ids of one bulk history request, and the points it returns
@@ -394,6 +392,14 @@ def _page(rows, fields, key, default_max):
 # --- rendering ---------------------------------------------------------------------------------------
 
 
+def files_json(entries: list[tuple[str, bool, int | None]]) -> dict:
+    """MLflow's ListArtifacts answer: FileInfo {path, is_dir, file_size (files only)}; none at all is `{}`, as
+    protobuf's JSON leaves out an empty list."""
+    files = [{"path": name, "is_dir": is_dir, **({} if size is None else {"file_size": size})}
+             for name, is_dir, size in entries]
+    return {"files": files} if files else {}
+
+
 def info_json(external: ExternalRun) -> dict:
     run = external.run
     info = {"run_id": run.mlflow_run_id, "run_uuid": run.mlflow_run_id, "run_name": run.name,
@@ -498,9 +504,7 @@ def artifact_service(request, path: str = ""):
     try:
         caller = _caller(request)
         if request.method == "GET" and not path:
-            files = [{"path": name, "is_dir": is_dir, **({} if size is None else {"file_size": size})}
-                     for name, is_dir, size in artifacts.listing(caller, request.GET.get("path") or "")]
-            return JsonResponse({"files": files} if files else {})
+            return JsonResponse(files_json(artifacts.listing(caller, request.GET.get("path") or "")))
         if request.method == "GET":
             return _file_response(artifacts.download(caller, path))
         if request.method == "PUT" and path:
@@ -530,8 +534,8 @@ def get_artifact(request):
     """/mlflow/get-artifact?run_id=R&path=P, the download link of MLflow's UI."""
     try:
         caller = _caller(request)
-        run_id = request.GET.get("run_id") or request.GET.get("run_uuid") or ""
-        return _file_response(artifacts.run_file(caller, run_id, request.GET.get("path") or ""))
+        external = reporting.find(caller, request.GET.get("run_id") or request.GET.get("run_uuid") or "")
+        return _file_response(artifacts.run_file(external, request.GET.get("path") or ""))
     except MlflowError as exc:
         return exc.response()
 
