@@ -190,26 +190,22 @@ def search_runs(found_experiments: list[Experiment], filter_text: str, view: str
     needs_metrics = any(c.entity == "metrics" for c in clauses) or any(kind == "metrics" for kind, _, _ in orders)
     latest = logged_metrics.latest([e.pk for e in runs]) if needs_metrics else {}
 
-    def values(external):
+    def values(external) -> dict:
         metrics = {name: value for name, (_, value, _) in latest.get(external.pk, {}).items()}
         tags = {**external.tags, "mlflow.runName": external.run.name}
-        return _attributes(external), metrics, external.params, tags
+        return {"attributes": _attributes(external), "metrics": metrics, "params": external.params, "tags": tags}
 
-    kept = [e for e in runs if matches(clauses, *values(e))]
+    sources = {e.pk: values(e) for e in runs}  # each run's values, read once for the filter and every order
+    kept = [e for e in runs if matches(clauses, **sources[e.pk])]
     # MLflow's SQL store: the ordered fields, each with real values first, then NaN (metrics), then missing ones,
     # whichever the direction; then start_time DESC (unless ordered by it) and run_id
     kept.sort(key=lambda e: (-(e.start_time or 0), e.run.mlflow_run_id))
-    sources = {"attributes": 0, "metrics": 1, "params": 2, "tags": 3}
     for kind, key, descending in reversed(orders):
-        def value_of(e, kind=kind, key=key):
-            return values(e)[sources[kind]].get(key)
-
-        def rank(value):
-            return 2 if value is None else 1 if isinstance(value, float) and math.isnan(value) else 0
-
-        kept.sort(key=lambda e: (rank(value_of(e)) == 0, value_of(e)) if rank(value_of(e)) == 0 else (False, 0),
-                  reverse=descending)
-        kept.sort(key=lambda e: rank(value_of(e)))
+        value = {e.pk: sources[e.pk][kind].get(key) for e in kept}
+        rank = {pk: 2 if v is None else 1 if isinstance(v, float) and math.isnan(v) else 0 for pk, v in value.items()}
+        ranked = [e for e in kept if rank[e.pk] == 0]
+        ranked.sort(key=lambda e: value[e.pk], reverse=descending)
+        kept = ranked + sorted((e for e in kept if rank[e.pk]), key=lambda e: rank[e.pk])  # stable: ties keep order
     start = _offset(page_token)
     page = kept[start:start + max_results]
     more = start + max_results < len(kept)
