@@ -27,6 +27,8 @@ class Group:
     completion_ids: list[list[int]]
     embeddings: np.ndarray  # G×d, L2-normalised, of rl.similarity.reasoning_part(text)
     reference: str | None = None  # the row's `reference` (DARL, RLPR) or label (RLVR); None for label-free methods
+    # what the method scored for this prompt once, before training (Method.prompt_baselines: RLPR's frozen r′)
+    baseline: float | None = None
     # (run seed, step, the group's place in the step): keys a draw that must not depend on the text (random_reward)
     draw: tuple[int, ...] = ()
 

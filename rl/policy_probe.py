@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rl.groups import Group, reasoning_prefix
-from rl.probes import TokenStatistics, answer_probabilities_from_ids, completion_prefix_ids, token_statistics
+from rl.probes import (TokenStatistics, answer_probabilities_from_ids, completion_prefix_ids, reference_after_prompt,
+                       span_probabilities, token_statistics)
 
 
 class PolicyProbe:
@@ -35,3 +36,11 @@ class PolicyProbe:
 
     def answer_probabilities_from_ids(self, prefix_ids: Sequence[Sequence[int]], answers: Sequence[str]) -> list[float]:
         return answer_probabilities_from_ids(self.model, self.tokenizer, prefix_ids, answers)
+
+    def reference_probabilities_without_reasoning(self, prompt_ids: Sequence[Sequence[int]],
+                                                  references: Sequence[str]) -> list[float]:
+        """RLPR's r′ as its release computes it: the mean probability of y* in `prompt + ' ' + y* + EOS`
+        (rl.probes.reference_after_prompt), one per (prompt ids, y*) pair."""
+        located = [reference_after_prompt(self.tokenizer, ids, reference)
+                   for ids, reference in zip(prompt_ids, references)]
+        return span_probabilities(self.model, self.tokenizer, [ids for ids, _ in located], [span for _, span in located])

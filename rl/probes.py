@@ -6,7 +6,8 @@
   KL(U ‖ p) of the predictive distribution (Intuitor);
 - `answer_probabilities_from_ids`: the mean token probability of an answer given the prompt and a
   reasoning prefix (RLPR / DARL Eq. (5)), many (prefix, answer) pairs per forward pass; the prefix is
-  the exact generated ids (`completion_prefix_ids`), BOS and all.
+  the exact generated ids (`completion_prefix_ids`), BOS and all. `span_probabilities` is the same over
+  spans of whole sequences, for RLPR's r′ as its release tokenises it (`reference_after_prompt`).
 
 Both run without gradients in chunks bounded by a token budget, so a group of long
 rollouts from a large-vocabulary model never materialises all its logits at once.
@@ -147,7 +148,6 @@ def completion_prefix_ids(tokenizer: Any, prompt_ids: Sequence[int], completion_
     return list(prompt_ids) + ids[:low] + tail
 
 
-@torch.no_grad()
 def answer_probabilities_from_ids(model: Any, tokenizer: Any, prefix_ids: Sequence[Sequence[int]],
                                   answers: Sequence[str], token_budget: int = DEFAULT_TOKEN_BUDGET) -> list[float]:
     """r(y, z, x) = (1/|y|) Σ_i p_θ(y_i | x, z, y_<i) for each (prefix ids = x ⊕ z, answer y) pair.  # DARL Eq. (5)
@@ -157,18 +157,60 @@ def answer_probabilities_from_ids(model: Any, tokenizer: Any, prefix_ids: Sequen
     """
     prefixes = [list(p) for p in prefix_ids]
     answer_ids = [list(tokenizer(a, add_special_tokens=False)["input_ids"]) for a in answers]
-    sequences = [p + a for p, a in zip(prefixes, answer_ids)]
+    return span_probabilities(model, tokenizer, [p + a for p, a in zip(prefixes, answer_ids)],
+                              [(len(p), len(p) + len(a)) for p, a in zip(prefixes, answer_ids)], token_budget)
+
+
+@torch.no_grad()
+def span_probabilities(model: Any, tokenizer: Any, sequences: Sequence[Sequence[int]],
+                       spans: Sequence[tuple[int, int]], token_budget: int = DEFAULT_TOKEN_BUDGET) -> list[float]:
+    """The mean probability of the tokens sequence[start:end] given those before them, per (sequence, span);
+    0 for an empty span. Only what precedes a span's end is run through the model."""
+    sequences = [list(s[:end]) for s, (_, end) in zip(sequences, spans)]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     results = [0.0] * len(sequences)
-    todo = [i for i, a in enumerate(answer_ids) if a]
+    todo = [i for i, (start, end) in enumerate(spans) if end > start]
     for chunk in _chunks([len(sequences[i]) for i in todo], token_budget):
         rows = [todo[j] for j in chunk]
         logits = _forward(model, [sequences[i] for i in rows], pad_id)
         for k, i in enumerate(rows):
-            start, n = len(prefixes[i]), len(answer_ids[i])
+            start, end = spans[i]
             if start == 0:
                 raise ValueError("the prompt and reasoning are empty: the first answer token has no context")
-            probabilities = torch.softmax(logits[k, start - 1 : start - 1 + n], dim=-1)
-            targets = torch.tensor(answer_ids[i], dtype=torch.long, device=probabilities.device)
+            probabilities = torch.softmax(logits[k, start - 1 : end - 1], dim=-1)
+            targets = torch.tensor(sequences[i][start:end], dtype=torch.long, device=probabilities.device)
             results[i] = float(probabilities.gather(1, targets[:, None]).mean())
     return results
+
+
+def strip_ends(text: str, token: str | None) -> str:
+    """The text without `token` repeated at either end (RLPR's ray_trainer.py::replace_left_and_right_str)."""
+    while token and text.startswith(token):
+        text = text[len(token):]
+    while token and text.endswith(token):
+        text = text[: -len(token)]
+    return text
+
+
+def reference_after_prompt(tokenizer: Any, prompt_ids: Sequence[int], reference: str) -> tuple[list[int], tuple[int, int]]:
+    """RLPR's release text for r′ as ids, and where y* lies in them (ray_trainer.py::get_scoreA).
+
+    The decoded prompt (special tokens kept, padding stripped) + ' ' + y* + ' ' + EOS, tokenised whole without
+    adding special tokens; y*'s tokens are those whose characters overlap its last occurrence before the EOS
+    (locate_substring_tokens), so a BPE token that joins the space to y*'s first characters counts as y*'s.
+    """
+    eos = tokenizer.eos_token or ""
+    text = strip_ends(tokenizer.decode(list(prompt_ids), skip_special_tokens=False) + " " + reference + " " + eos,
+                      tokenizer.pad_token)
+    if not text.endswith(eos):  # a tokenizer whose EOS is its padding: stripped above, put back once
+        text += eos
+    encoding = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
+    if "offset_mapping" not in encoding:  # a slow (Python) tokenizer leaves them out without a word
+        raise ValueError(f"RLPR's frozen r′ locates y* by character offsets, which {type(tokenizer).__name__} does "
+                         "not give: use a fast tokenizer or set r_prime to \"per_step\"")
+    begin = text[: len(text) - len(eos)].rfind(reference)
+    end = begin + len(reference)
+    overlapping = [i for i, (a, b) in enumerate(encoding["offset_mapping"]) if a < end and b > begin]
+    if not reference or not overlapping:
+        raise ValueError(f"the reference {reference!r} has no tokens in the text RLPR scores for r′")
+    return list(encoding["input_ids"]), (overlapping[0], overlapping[-1] + 1)

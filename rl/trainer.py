@@ -85,6 +85,7 @@ class _Batch:
 
 
 STEP_FILTER_STATE = "evolab_step_filter.json"  # in each checkpoint: the state of Method.step_filter
+PROMPT_BASELINES = "evolab_prompt_baselines.json"  # in each checkpoint: Method.prompt_baselines' values per prompt
 HELD_OUT_COLUMNS = {"label", "answer", "reference", "ground_truth", "solution", "reward_model"}
 
 
@@ -155,6 +156,8 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
             raise ValueError(f"method {spec.name!r} has no group scorer: it trains in phases of its own")
         self.score_batch = score_batch or each_group(spec.scorer)
         self.step_filter = spec.step_filter(hyperparameters or {}) if spec.step_filter else None
+        self.baseline_scorer = spec.prompt_baselines(hyperparameters or {}) if spec.prompt_baselines else None
+        self.prompt_baselines: dict[str, float] = {}  # prompt id -> its value, scored before step 1
         self.extract_answer = spec.answer_rule
         self.rewards_the_vote = spec.rewards_the_vote
         self.scoring_timer = spec.scoring_timer
@@ -230,6 +233,7 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
                                 prompt_ids=self._prompt_ids[start] if self._prompt_ids else [],
                                 completion_ids=[list(ids) for ids in completion_ids[rows]],
                                 embeddings=embeddings[rows], reference=self.references.get(batch.prompt_ids[start]),
+                                baseline=self.prompt_baselines.get(batch.prompt_ids[start]),
                                 draw=(int(self.args.seed), self.rollout_step() + 1, start // g)))
             batch.similarities.append(cosine_similarity_matrix(embeddings[rows]))
         started = time.perf_counter()
@@ -420,11 +424,37 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         return step_unless_nothing_to_learn
 
     def train(self, resume_from_checkpoint=None, **kwargs):
-        state = os.path.join(str(resume_from_checkpoint), STEP_FILTER_STATE) if resume_from_checkpoint else None
-        if self.step_filter is not None and state and os.path.exists(state):
-            with open(state) as f:
+        def saved(name):
+            path = os.path.join(str(resume_from_checkpoint), name) if resume_from_checkpoint else None
+            return path if path and os.path.exists(path) else None
+
+        if self.step_filter is not None and saved(STEP_FILTER_STATE):
+            with open(saved(STEP_FILTER_STATE)) as f:
                 self.step_filter.load_state_dict(json.load(f))
+        if self.baseline_scorer is not None:
+            if saved(PROMPT_BASELINES):  # the values of the run's start; the policy has moved since
+                with open(saved(PROMPT_BASELINES)) as f:
+                    self.prompt_baselines = json.load(f)
+            else:
+                self.prompt_baselines = self._score_prompt_baselines()
         return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def _score_prompt_baselines(self) -> dict[str, float]:
+        """Method.prompt_baselines over every training prompt, with the policy as it is before step 1, on the ids
+        TRL generates from (every rank alike: under ZeRO-3 the forward passes are collective)."""
+        prompts: dict[str, object] = {}
+        for row in self.train_dataset:
+            prompts.setdefault(row["prompt_id"], row["prompt"])
+        ids = list(prompts)
+        prompt_ids = self._tokenize_prompts([prompts[i] for i in ids])[0]
+        training = self.model.training
+        self.model.eval()  # as the release's compute_log_prob
+        try:
+            probe = PolicyProbe(self.model, self.processing_class, self.temperature)
+            values = self.baseline_scorer(probe, [list(p) for p in prompt_ids], [self.references.get(i) for i in ids])
+        finally:
+            self.model.train(training)
+        return dict(zip(ids, values))
 
     def _compute_loss(self, model, inputs):
         trainable = inputs["completion_mask"].sum()
@@ -465,6 +495,9 @@ class LabelFreeGRPOTrainer(GRPOTrainer):
         if self.step_filter is not None and self.args.should_save and os.path.isdir(written):
             with open(os.path.join(written, STEP_FILTER_STATE), "w") as f:  # the filter's past steps, for resume
                 json.dump(self.step_filter.state_dict(), f)
+        if self.prompt_baselines and self.args.should_save and os.path.isdir(written):
+            with open(os.path.join(written, PROMPT_BASELINES), "w") as f:
+                json.dump(self.prompt_baselines, f)
         if self.updates_per_step == 1:
             return
         named = os.path.join(run_dir, f"checkpoint-{self.rollout_step()}")

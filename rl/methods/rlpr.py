@@ -13,7 +13,7 @@ import numpy as np
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
 from rl.methods.schema import Method, bool_param, float_param, int_param, shared
-from rl.params import FieldError
+from rl.params import FieldError, Param
 from rl.prompts import THINK_ANSWER_SYSTEM_PROMPT, extract_think_answer
 
 RELEASE_SCRIPT = "RLPR's examples/RLPR/reproduce_qwen.sh"
@@ -190,15 +190,41 @@ def reference_probabilities(group: Group, probe, reference: str, opener: str) ->
     return r_ref, r_gen
 
 
+def frozen_r_prime(hp: dict):
+    """The scorer of r′ before training, when the reward uses the release's frozen r′; else None.
+
+    RLPR's release scores every training prompt once, before training and before a checkpoint is loaded (so with
+    the initial policy), and every step reuses the value (ray_trainer.py: fit → compute_promptgt2scoreA → get_scoreA,
+    compute_score_name mean_exp_log_softmax): rl.probes.reference_after_prompt.
+    """
+    if not hp["use_debiasing"] or hp["r_prime"] != "frozen":
+        return None
+
+    def score_prompts(probe, prompt_ids, references):
+        return probe.reference_probabilities_without_reasoning(prompt_ids, references)
+    return score_prompts
+
+
+def r_prime_of(group: Group, hp: dict, probe) -> float:
+    """r′: the mean probability of y* given x without z (RLPR reward debiasing), frozen or of the current policy."""
+    if hp["r_prime"] == "frozen":
+        if group.baseline is None:
+            raise RuntimeError(f"no frozen r′ for prompt {group.prompt_id!r}: the trainer scores every training "
+                               "prompt before step 1 (Method.prompt_baselines)")
+        return group.baseline
+    # the per-step variant: the current policy, the prompt's exact ids and the answer opener, then y*
+    return probe.answer_probabilities_from_ids([probe.answer_prefix_ids(group, METHOD.answer_opener)],
+                                               [group.reference])[0]
+
+
 def score(group: Group, hp: dict, probe) -> GroupScore:
     # RLPR: r = (1/|y*|) Σ_i p_θ(y*_i | x, z, y*_<i)
     r_ref, r_gen = reference_probabilities(group, probe, group.reference, METHOD.answer_opener)
     r_prime = None
     rewards = list(r_ref)
-    if hp.get("use_debiasing", True):
-        # RLPR reward debiasing: r′ = the same mean probability given x without z; r̂ = clip(r − r′, 0, 1)
-        r_prime = probe.answer_probabilities_from_ids([probe.answer_prefix_ids(group, METHOD.answer_opener)],
-                                                      [group.reference])[0]
+    if hp["use_debiasing"]:
+        # RLPR reward debiasing: r̂ = clip(r − r′, 0, 1)
+        r_prime = r_prime_of(group, hp, probe)
         rewards = [rlpr_debiased_reward(r, r_prime) for r in r_ref]
     rewards, formats = with_format_reward(rewards, group.texts, hp)
     rewards, penalties = with_repetition_penalty(rewards, group.texts, hp)
@@ -230,9 +256,14 @@ METHOD = Method(
     hyperparameters=shared(**RLPR_TRAINING) + (
         bool_param("use_debiasing", True, "RLPR reward debiasing: r̂ = clip(r − r′, 0, 1), r′ = the reference's mean "
                    "token probability given the prompt without reasoning. Ablation: with false the reward is r."),
+        Param("r_prime", "choice", "frozen", "How r′ is computed. frozen: as the release does, once before training "
+              "with the initial policy, from the chat-templated prompt + ' ' + y* + EOS (ray_trainer.py "
+              "compute_promptgt2scoreA). per_step: at every step with the current policy, from the prompt's ids + "
+              "the answer opener <answer> + y*.", choices=("frozen", "per_step")),
     ) + release_reward_parameters(),
     relations=check_filter_steps,
     step_filter=lambda hp: AdaptiveStdFilter.from_hyperparameters("rlpr", hp),
+    prompt_baselines=frozen_r_prime,
     scorer=score,
     **R1_TEMPLATE,
     metric_prefix="rlpr",

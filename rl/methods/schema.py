@@ -79,6 +79,10 @@ class Method:
     # adaptive std filter): .apply(step, [each group's rewards]) -> (groups left out, metrics); its
     # .state_dict() / .load_state_dict() go into checkpoints
     step_filter: Callable[[dict], object] | None = None
+    # hyperparameters -> None, or a scorer (probe, each training prompt's ids, their references) -> one value per
+    # prompt, run once before training with the initial policy and handed to the scorer as `group.baseline` (RLPR's
+    # frozen r′, as its release computes it); the values go into checkpoints, so a resumed run keeps them
+    prompt_baselines: Callable[[dict], Callable | None] | None = None
 
     @property
     def needs_references(self) -> bool:

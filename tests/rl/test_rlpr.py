@@ -47,10 +47,11 @@ class TableProbe:
         return [self.table[p[0]] for p in prefix_ids]
 
 
-def rlpr_group(n, reference="5"):
+def rlpr_group(n, reference="5", baseline=0.4):
+    """`baseline`: the frozen r′ the trainer scored for the prompt before training (the table's 99 by default)."""
     texts = ["so \\boxed{5}"] * n
     return Group(prompt_id="p", prompt="q", texts=texts, answers=["5"] * n, prompt_ids=[1],
-                 completion_ids=[[2]] * n, embeddings=np.eye(n), reference=reference)
+                 completion_ids=[[2]] * n, embeddings=np.eye(n), reference=reference, baseline=baseline)
 
 
 def test_score_rlpr_is_the_debiased_probability_of_the_reference():
@@ -59,7 +60,8 @@ def test_score_rlpr_is_the_debiased_probability_of_the_reference():
     r̂ = clip(r − r′, 0, 1) = 0.5, 0.1, 0, 0.2 (std 0.19 ≥ β: trained).
     """
     probe = TableProbe({0: 0.9, 1: 0.5, 2: 0.2, 3: 0.6, 99: 0.4})
-    hp = validate_hyperparameters("rlpr", {"n_votes": 4, "n_train": 4, "format_coefficient": 0.0})
+    hp = validate_hyperparameters("rlpr", {"n_votes": 4, "n_train": 4, "format_coefficient": 0.0,
+                                           "r_prime": "per_step"})
     score = METHODS["rlpr"].scorer(rlpr_group(4), hp, probe)
     assert score.rewards == pytest.approx([0.5, 0.1, 0.0, 0.2])
     assert [e["r_ref"] for e in score.extras] == pytest.approx([0.9, 0.5, 0.2, 0.6])
@@ -271,7 +273,7 @@ def test_the_probes_score_the_exact_generated_ids_bos_included(policy):
     # r′: the prompt ids (BOS first) and the answer opener, without the reasoning
     assert probe.answer_prefix_ids(group, opener)[: len(prompt_ids)] == prompt_ids
     r_prime = _direct_mean_probability(model, probe.answer_prefix_ids(group, opener), answer_ids)
-    hp = validate_hyperparameters("rlpr", {"n_votes": 3, "n_train": 3})
+    hp = validate_hyperparameters("rlpr", {"n_votes": 3, "n_train": 3, "r_prime": "per_step"})
     extras = METHODS["rlpr"].scorer(group, hp, probe).extras
     assert extras[0]["r_ref_without_reasoning"] == pytest.approx(r_prime, abs=1e-5)
     # DARL scores the same ids: r(y*, z, x) equal to RLPR's r

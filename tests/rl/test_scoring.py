@@ -19,11 +19,13 @@ def policy():
 
 
 def make_group(texts, method="ttrl", reference=None, embeddings=None):
+    """`baseline` 0.1: what the trainer would have scored before training for a method that asks
+    (Method.prompt_baselines: RLPR's frozen r′); the other methods ignore it."""
     rule = METHODS[method].answer_rule
     g = len(texts)
     return Group(prompt_id="p", prompt="What is 2 + 3?", texts=list(texts), answers=[rule(t) for t in texts],
                  prompt_ids=[5, 6, 7], completion_ids=[[8, 9]] * g,
-                 embeddings=np.eye(g) if embeddings is None else embeddings, reference=reference)
+                 embeddings=np.eye(g) if embeddings is None else embeddings, reference=reference, baseline=0.1)
 
 
 def test_batched_answer_probabilities_equal_a_direct_forward_pass_whatever_the_chunking(policy):
