@@ -14,7 +14,6 @@ import pytest
 import torch
 from transformers import PreTrainedTokenizer
 
-from rl.groups import Group
 from rl.methods import METHODS, validate_hyperparameters
 from rl.policy import heldout_problems, load_policy
 from rl.policy_probe import PolicyProbe

@@ -1,6 +1,9 @@
 """The `evolab` command.
 
     evolab sync verl DIR --run RUN     follow verl's rollout dumps (trainer.rollout_data_dir=DIR) into a run
+    evolab sync wandb DIR              follow a W&B run folder (wandb/run-...) into a run, or import it (--once)
+    evolab sync tensorboard DIR        the same for a TensorBoard log folder (events.out.tfevents.* files)
+    evolab sync wandb DIR --all        import every run folder under DIR (an archive)
 
 RUN is Evolab's run id, MLflow's run id, or EXPERIMENT/RUN_NAME (verl's trainer.project_name /
 trainer.experiment_name when verl logs to Evolab through MLflow), TEAM/EXPERIMENT/RUN_NAME when another of your
@@ -16,6 +19,7 @@ import sys
 import time
 
 from .client import Evolab, EvolabError
+from .metric_sync import SOURCES, MetricSync, run_folders
 from .verl import VerlSync
 
 
@@ -37,12 +41,30 @@ def main(argv=None) -> int:
     verl.add_argument("--batch", type=int, default=1000, help="rollouts per request (default 1000)")
     verl.add_argument("--url", help="Evolab's address (default: EVOLAB_URL)")
     verl.add_argument("--token", help="API token (default: EVOLAB_TOKEN)")
+    for name, what in (("wandb", "a W&B run folder (wandb/run-..., online or offline), its run-*.wandb file"),
+                       ("tensorboard", "a TensorBoard log folder, its events.out.tfevents.* files")):
+        logger = sources.add_parser(name, help=what)
+        logger.add_argument("directory", help="the run folder (or, with --all, a folder of run folders)")
+        logger.add_argument("--run", help="send to this existing run (Evolab run id, MLflow run id, or "
+                            "[TEAM/]EXPERIMENT/RUN_NAME) instead of creating one")
+        logger.add_argument("--experiment", help="the new run's experiment (TEAM/NAME when you are in several "
+                            "teams); default: W&B's project, else Default")
+        logger.add_argument("--name", help="the new run's name (default: W&B's run name, else the folder's)")
+        logger.add_argument("--trainer", choices=("verl", "trl", "openrlhf"),
+                            help="whose metric names these are (default: told by the names)")
+        logger.add_argument("--all", action="store_true", help="import every run folder under DIR, one run each")
+        logger.add_argument("--once", action="store_true", help="import what is there and exit instead of "
+                            "following: the run ends as the files say (TensorBoard's files never say: finished)")
+        logger.add_argument("--state", help="where the position is kept (default DIR/.evolab-sync.json)")
+        logger.add_argument("--poll", type=float, default=0.5, help="seconds between looks at the files (default 0.5)")
+        logger.add_argument("--url", help="Evolab's address (default: EVOLAB_URL)")
+        logger.add_argument("--token", help="API token (default: EVOLAB_TOKEN)")
     args = parser.parse_args(argv)
     # stopped by a process manager (SIGTERM) as by Ctrl-C: the position is on disk after every batch either way
     signal.signal(signal.SIGTERM, _interrupted)
     try:
         client = Evolab(url=args.url, token=args.token, retry_for=None)
-        return _sync_verl(client, args)
+        return _sync_verl(client, args) if args.source == "verl" else _sync_logger(client, args)
     except ValueError as exc:  # a missing setting, a run name in several teams (AmbiguousRun)
         print(f"evolab: {exc}", file=sys.stderr)
         return 2
@@ -82,6 +104,36 @@ def _sync_verl(client: Evolab, args) -> int:
     else:
         sync.follow()
     print(f"evolab: {sync.sent} rollouts sent", flush=True)
+    return 0
+
+
+def _sync_logger(client: Evolab, args) -> int:
+    if args.all:
+        if args.run or args.name or args.state:
+            print("evolab: --all makes one run per folder: --run, --name and --state name one", file=sys.stderr)
+            return 2
+        folders = run_folders(args.directory, args.source)
+        if not folders:
+            print(f"evolab: no {args.source} run folder under {args.directory}", file=sys.stderr)
+            return 1
+        for folder in folders:
+            _sync_folder(client, args, folder, once=True)
+        print(f"evolab: {len(folders)} run folders imported", flush=True)
+        return 0
+    return _sync_folder(client, args, args.directory, once=args.once)
+
+
+def _sync_folder(client: Evolab, args, folder, once: bool) -> int:
+    sync = MetricSync(client, SOURCES[args.source](folder), run=args.run, experiment=args.experiment,
+                      name=getattr(args, "name", None), trainer=args.trainer, state_path=args.state,
+                      poll_seconds=args.poll, log=lambda m: print(m, flush=True))
+    print(f"evolab: reading {folder}; position kept in {sync.state_path}", flush=True)
+    if once:
+        sync.sync_once()
+        sync.finish("FINISHED" if args.source == "tensorboard" else "KILLED")  # no-op when the files said
+    else:
+        sync.follow()
+    print(sync.summary(), flush=True)
     return 0
 
 

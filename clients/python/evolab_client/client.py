@@ -123,10 +123,12 @@ class Evolab:
                 raise
         return self.mlflow("experiments/create", {"name": name})["experiment_id"]
 
-    def create_run(self, name: str | None = None, experiment: str | None = None, tags: dict | None = None) -> RunRef:
-        """A new external run (in the experiment named, else the team's Default), running from now."""
+    def create_run(self, name: str | None = None, experiment: str | None = None, tags: dict | None = None,
+                   start_time: int | None = None) -> RunRef:
+        """A new external run (in the experiment named, else the team's Default), running from `start_time` (ms;
+        now by default)."""
         experiment_id = self.experiment_id(experiment) if experiment else "0"
-        body = {"experiment_id": experiment_id, "start_time": int(time.time() * 1000),
+        body = {"experiment_id": experiment_id, "start_time": int(start_time or time.time() * 1000),
                 "tags": [{"key": k, "value": str(v)} for k, v in (tags or {}).items()]}
         if name:
             body["run_name"] = name

@@ -1,0 +1,250 @@
+"""`evolab sync wandb DIR` and `evolab sync tensorboard DIR`: a logger's files into an Evolab run, live or archived.
+
+A run folder's files are read from where the last read stopped, only whole records (a file being written is read
+up to its last complete record), and each point goes to the run through MLflow's log-batch, so Evolab maps the
+trainer's metric names (verl, TRL, OpenRLHF) and charts them as it does for a run logged through MLflow. The position
+(bytes read of each file) is written to a state file once what was read is stored; a restarted sync reads the state
+file and goes on from there. Points read twice (killed between storing and recording) are stored once: Evolab, as
+MLflow, keeps one row per (key, step, timestamp, value), and the timestamps are the logger's own.
+
+The run: `--run` names an existing one; otherwise the first sync creates one in the experiment and with the name the
+run's own files give (W&B's project and run name; TensorBoard: the folder's name, in `--experiment` or Default),
+with the logged config as its parameters, and the state file keeps its id for every later sync.
+"""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .client import Evolab, RunRef
+
+STATE_FILE = ".evolab-sync.json"
+POINTS_PER_REQUEST = 1000  # MLflow's log-batch limit
+PARAMS_PER_REQUEST = 100
+MAX_PARAM_VALUE = 6000
+READ_BYTES = 8 * 1024 * 1024  # of a file at a time: a large archive is never read into memory whole
+
+
+@dataclass
+class Read:
+    """What one read of one file gave."""
+
+    points: list = field(default_factory=list)  # wandb_files.Point
+    params: dict = field(default_factory=dict)
+    skipped: dict = field(default_factory=dict)
+    run: dict = field(default_factory=dict)  # name, experiment, start (ms), tags, from the files themselves
+    finished: bool | None = None  # the logger recorded the run's end: True when it succeeded
+
+
+class WandbSource:
+    """A W&B run folder (`wandb/run-DATE-ID/` or `offline-run-...`): its one `run-ID.wandb` file."""
+
+    name = "wandb"
+
+    def __init__(self, directory):
+        from .wandb_files import WandbRun
+
+        self.directory = Path(directory)
+        files = sorted(self.directory.glob("run-*.wandb"))
+        if not files:
+            raise SystemExit(f"evolab: {self.directory} holds no run-*.wandb file: give a W&B run folder "
+                             "(wandb/run-...), or its parent with --all")
+        self.run = WandbRun(files[0])
+
+    def files(self) -> list[Path]:
+        return [self.run.path]
+
+    def read(self, path: Path, offset: int, state: dict, limit: int) -> tuple[Read, int]:
+        self.run.step_metric = state.get("step_metric") or self.run.step_metric
+        batch, end = self.run.read(offset, limit)
+        state["step_metric"] = batch.step_metric
+        read = Read(points=batch.points, params=batch.config, skipped=batch.skipped, finished=batch.finished)
+        if batch.run:
+            read.run = {"name": batch.run["name"], "experiment": batch.run["project"], "start": batch.run["start"],
+                        "tags": {"wandb.run_id": batch.run["id"], "wandb.project": batch.run["project"]}}
+        return read, end
+
+
+class TensorboardSource:
+    """A TensorBoard run folder: its `events.out.tfevents.*` files, in the order they were written."""
+
+    name = "tensorboard"
+
+    def __init__(self, directory):
+        from .tensorboard_files import TensorboardRun
+
+        self.directory = Path(directory)
+        self.run = TensorboardRun(self.directory)
+        if not self.run.files():
+            raise SystemExit(f"evolab: {self.directory} holds no events.out.tfevents.* file: give the folder a "
+                             "SummaryWriter wrote to, or a parent of such folders with --all")
+
+    def files(self) -> list[Path]:
+        return self.run.files()
+
+    def read(self, path: Path, offset: int, state: dict, limit: int) -> tuple[Read, int]:
+        points, params, skipped, end = self.run.read(path, offset, limit)
+        return Read(points=points, params=params, skipped=skipped,
+                    run={"name": self.directory.name, "tags": {}}), end
+
+
+SOURCES = {"wandb": WandbSource, "tensorboard": TensorboardSource}
+
+
+class MetricSync:
+    """Follows one run folder of a logger into one Evolab run; `state_path` keeps the position between runs."""
+
+    def __init__(self, client: Evolab, source, run: str | None = None, experiment: str | None = None,
+                 name: str | None = None, trainer: str | None = None, state_path=None, poll_seconds: float = 1.0,
+                 log=print):
+        self.client, self.source, self.log = client, source, log
+        self.wanted_run, self.experiment, self.name, self.trainer = run, experiment, name, trainer
+        self.state_path = Path(state_path) if state_path else source.directory / STATE_FILE
+        self.poll_seconds = poll_seconds
+        self.state = self._load_state()
+        self.run: RunRef | None = None
+        self.sent = 0
+
+    # -- the state file
+
+    def _load_state(self) -> dict:
+        try:
+            state = json.loads(self.state_path.read_text())
+        except FileNotFoundError:
+            return {"server": self.client.url, "source": self.source.name, "run": None, "files": {}, "points": 0,
+                    "skipped": {}, "params": False, "finished": None}
+        except ValueError as exc:
+            raise SystemExit(f"evolab: the state file {self.state_path} is not JSON ({exc}); move it away to start over")
+        if state.get("server") != self.client.url:
+            raise SystemExit(f"evolab: {self.state_path} records a sync to {state.get('server')}, not "
+                             f"{self.client.url}: give another --state file")
+        return state
+
+    def _save_state(self) -> None:
+        # a new file renamed over the old: a crash leaves either position whole, never half a file
+        handle, temporary = tempfile.mkstemp(dir=self.state_path.parent, prefix=".evolab-sync-")
+        with os.fdopen(handle, "w") as out:
+            json.dump(self.state, out)
+        os.replace(temporary, self.state_path)
+
+    # -- the run
+
+    def _resolve_run(self) -> RunRef:
+        if self.state["run"] is not None:
+            if self.wanted_run and str(self.wanted_run) != str(self.state["run"]):
+                found = self.client.find_run(self.wanted_run)
+                if found is None or found.id != self.state["run"]:
+                    raise SystemExit(f"evolab: {self.state_path} sends this folder to run {self.state['run']}, not "
+                                     f"{self.wanted_run}: give another --state file to send it elsewhere")
+            found = self.client.find_run(str(self.state["run"]))
+            if found is None:
+                raise SystemExit(f"evolab: run {self.state['run']} (from {self.state_path}) is gone")
+            return found
+        if self.wanted_run:
+            found = self.client.find_run(self.wanted_run)
+            if found is None:
+                raise SystemExit(f"evolab: no run {self.wanted_run!r}")
+            run = found
+        else:
+            told = self.state.get("told", {})  # what the files said of the run (W&B's run record)
+            tags = {**told.get("tags", {}), "evolab.source": self.source.name}
+            if self.trainer:
+                tags["evolab.trainer"] = self.trainer
+            run = self.client.create_run(self.name or told.get("name"), experiment=self.experiment or told.get("experiment"),
+                                         tags=tags, start_time=told.get("start"))
+            self.log(f"evolab: created run {run.id} ({run.name}): {self.client.url}/runs/{run.id}/")
+        self.state["run"] = run.id
+        self._save_state()
+        return run
+
+    # -- reading and sending
+
+    def sync_once(self) -> int:
+        """Read and send every whole record not sent yet, file by file; how many points were sent."""
+        sent = 0
+        for path in self.source.files():
+            record = self.state["files"].setdefault(path.name, {"offset": 0})
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                continue
+            if size < record["offset"]:  # written anew from the start: read it again (its points are kept once)
+                record["offset"] = 0
+            limit = READ_BYTES
+            while size > record["offset"]:
+                read, end = self.source.read(path, record["offset"], self.state, limit)
+                if end == record["offset"]:
+                    if size - record["offset"] <= limit:
+                        break  # only part of a record so far
+                    limit *= 4  # a record longer than a read
+                    continue
+                sent += self._send(read)
+                record["offset"] = end
+                self._save_state()
+        return sent
+
+    def _send(self, read: Read) -> int:
+        if read.run:  # kept until the run is made: W&B writes its run record before anything worth sending
+            self.state["told"] = {**self.state.get("told", {}), **read.run}
+        if not (read.points or read.params or read.finished is not None or read.skipped):
+            return 0
+        if self.run is None:
+            self.run = self._resolve_run()
+        params = {k: str(v)[:MAX_PARAM_VALUE] for k, v in read.params.items()}
+        items = sorted(params.items())
+        for i in range(0, len(items), PARAMS_PER_REQUEST):
+            self.client.mlflow("runs/log-batch", {"run_id": self.run.mlflow_run_id, "params": [
+                {"key": k[:250], "value": v} for k, v in items[i:i + PARAMS_PER_REQUEST]]})
+        metrics = [{"key": p.key[:250], "value": p.value, "timestamp": p.timestamp, "step": p.step} for p in read.points]
+        for i in range(0, len(metrics), POINTS_PER_REQUEST):
+            self.client.mlflow("runs/log-batch", {"run_id": self.run.mlflow_run_id,
+                                                  "metrics": metrics[i:i + POINTS_PER_REQUEST]})
+        for kind, count in read.skipped.items():
+            self.state["skipped"][kind] = self.state["skipped"].get(kind, 0) + count
+        self.state["points"] += len(metrics)
+        self.sent += len(metrics)
+        if metrics:
+            self.log(f"evolab: {len(metrics)} points stored, through step {max(p.step for p in read.points)}")
+        if read.finished is not None and self.state["finished"] is None:
+            self.finish("FINISHED" if read.finished else "FAILED")
+        return len(metrics)
+
+    def finish(self, status: str) -> None:
+        """The run ended (the logger said so, or an import of a folder with no end marker is complete)."""
+        if self.run is None or self.state["finished"] is not None:
+            return
+        self.client.finish(self.run.mlflow_run_id, status)
+        self.state["finished"] = status
+        self._save_state()
+        self.log(f"evolab: run {self.run.id} {status.lower()}")
+
+    def follow(self, stop=lambda: False) -> None:
+        """Send the backlog, then what the logger writes until it records the run's end, `stop()` or Ctrl-C."""
+        while not stop() and self.state["finished"] is None:
+            if self.sync_once() == 0:
+                time.sleep(self.poll_seconds)
+
+    def summary(self) -> str:
+        skipped = ", ".join(f"{count} {kind}" for kind, count in sorted(self.state["skipped"].items()))
+        return (f"evolab: {self.state['points']} points sent to run {self.state['run']}"
+                + (f"; skipped {skipped}" if skipped else ""))
+
+
+def run_folders(directory, source: str) -> list[Path]:
+    """With --all: every run folder under `directory` (W&B: the folders holding a run-*.wandb, not the latest-run
+    link; TensorBoard: every folder holding event files), in name order."""
+    from .tensorboard_files import EVENT_FILE
+
+    root = Path(directory)
+    found = set()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not (root / folder / d).is_symlink())
+        if source == "wandb" and any(f.startswith("run-") and f.endswith(".wandb") for f in files):
+            found.add(Path(folder))
+        elif source == "tensorboard" and any(EVENT_FILE.fullmatch(f) for f in files):
+            found.add(Path(folder))
+    return sorted(found)
