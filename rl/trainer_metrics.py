@@ -5,7 +5,8 @@ A run trained elsewhere reports its own names (DESIGN §4.8): verl's `actor/entr
 knows it, under the §5 name as well, so the collapse rules, the run list's health figures and the
 charts of an external run read the same series as an Evolab-trained run's. The table is the one
 documented in docs/external-runs.md; names are as each trainer logs them through MLflow (verl turns
-`@` into `_at_`, Transformers' MLflow callback keeps `/`).
+`@` into `_at_`, Transformers' MLflow callback keeps `/`), and TRL's also with the `train/` prefix its W&B and
+TensorBoard callbacks add.
 
 Sources: verl `verl/trainer/ppo/metric_utils.py` (compute_data_metrics, compute_timing_metrics) and
 `verl/workers/actor/dp_actor.py`; TRL 1.16 `trl/trainer/grpo_trainer.py` (`_metrics`); OpenRLHF
@@ -69,6 +70,11 @@ _SIGNATURES: dict[str, tuple[str, ...]] = {
     "trl": ("completions/", "frac_reward_zero_std", "reward_std", "step_time"),
     "openrlhf": ("train/policy_loss", "train/actor_lr", "train/response_length", "timing/step_total"),
 }
+
+# transformers' WandbCallback and TensorBoardCallback write a training log's names with a "train/" prefix
+# (rewrite_logs): TRL's names as `evolab sync wandb|tensorboard` reads them from those loggers' files
+TRAINER_METRICS["trl"].update({"train/" + name: design for name, design in list(TRAINER_METRICS["trl"].items())})
+_SIGNATURES["trl"] += tuple("train/" + name for name in _SIGNATURES["trl"])
 
 TRAINERS = tuple(TRAINER_METRICS)
 

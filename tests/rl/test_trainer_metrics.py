@@ -30,3 +30,13 @@ def test_every_trainer_feeds_the_signals_the_collapse_rules_read():
     for trainer in ("verl", "trl"):
         mapped = set(TRAINER_METRICS[trainer].values())
         assert {"entropy", "response_length/mean"} <= mapped & read, trainer
+
+
+def test_trls_names_as_transformers_wandb_and_tensorboard_callbacks_write_them_are_mapped_too():
+    # transformers' WandbCallback and TensorBoardCallback prefix a training log's names with "train/" (rewrite_logs)
+    names = ["train/entropy", "train/completions/mean_length", "train/reward", "train/frac_reward_zero_std"]
+    assert detect_trainer(names) == "trl"
+    mapped = with_design_names({name: 0.5 for name in names}, "trl")
+    assert {"entropy", "response_length/mean", "reward/mean", "zero_variance_groups"} <= set(mapped)
+    assert all(TRAINER_METRICS["trl"]["train/" + name] == design for name, design in TRAINER_METRICS["trl"].items()
+               if not name.startswith("train/"))

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .client import Evolab, RunRef
+from .completions import rollouts_from_table
 
 STATE_FILE = ".evolab-sync.json"
 POINTS_PER_REQUEST = 1000  # MLflow's log-batch limit
@@ -38,6 +39,7 @@ class Read:
     skipped: dict = field(default_factory=dict)
     run: dict = field(default_factory=dict)  # name, experiment, start (ms), tags, from the files themselves
     finished: bool | None = None  # the logger recorded the run's end: True when it succeeded
+    rollouts: list = field(default_factory=list)  # (step, rollout lines) of a table of completions
 
 
 class WandbSource:
@@ -60,13 +62,32 @@ class WandbSource:
 
     def read(self, path: Path, offset: int, state: dict, limit: int) -> tuple[Read, int]:
         self.run.step_metric = state.get("step_metric") or self.run.step_metric
+        self.run.step_value = state.get("step_value", self.run.step_value)
         batch, end = self.run.read(offset, limit)
-        state["step_metric"] = batch.step_metric
+        state["step_metric"], state["step_value"] = batch.step_metric, batch.step_value
+        if "reward_weights" in batch.config:  # GRPOConfig's, for the total of a completions table's rewards
+            state["reward_weights"] = batch.config["reward_weights"]
         read = Read(points=batch.points, params=batch.config, skipped=batch.skipped, finished=batch.finished)
         if batch.run:
             read.run = {"name": batch.run["name"], "experiment": batch.run["project"], "start": batch.run["start"],
                         "tags": {"wandb.run_id": batch.run["id"], "wandb.project": batch.run["project"]}}
+        for step, key, value in batch.tables:
+            lines = self._rollouts(step, value, state.get("reward_weights"))
+            if lines:  # a table of completions: rollouts, not skipped
+                read.rollouts.append((step, lines))
+                read.skipped["table"] -= 1
+        read.skipped = {kind: count for kind, count in read.skipped.items() if count}
         return read, end
+
+    def _rollouts(self, step: int, value: dict, weights) -> list[dict]:
+        """TRL's completions table (log_completions), which W&B keeps in the run's files/ folder, as rollouts."""
+        path = self.directory / "files" / str(value.get("path", ""))
+        try:
+            table = json.loads(path.read_text())
+            weights = json.loads(weights) if isinstance(weights, str) else weights
+        except (OSError, ValueError):
+            return []
+        return rollouts_from_table(step, table, weights if isinstance(weights, list) else None)
 
 
 class TensorboardSource:
@@ -190,7 +211,7 @@ class MetricSync:
     def _send(self, read: Read) -> int:
         if read.run:  # kept until the run is made: W&B writes its run record before anything worth sending
             self.state["told"] = {**self.state.get("told", {}), **read.run}
-        if not (read.points or read.params or read.finished is not None or read.skipped):
+        if not (read.points or read.params or read.finished is not None or read.skipped or read.rollouts):
             return 0
         if self.run is None:
             self.run = self._resolve_run()
@@ -203,6 +224,12 @@ class MetricSync:
         for i in range(0, len(metrics), POINTS_PER_REQUEST):
             self.client.mlflow("runs/log-batch", {"run_id": self.run.mlflow_run_id,
                                                   "metrics": metrics[i:i + POINTS_PER_REQUEST]})
+        for step, lines in read.rollouts:  # each table is one step's whole batch; stored once however often sent
+            for start in range(0, len(lines), 1000):
+                self.client.post_rollouts(self.run.id, lines[start:start + 1000],
+                                          complete_through=step if start + 1000 >= len(lines) else None)
+            self.state["rollouts"] = self.state.get("rollouts", 0) + len(lines)
+            self.log(f"evolab: {len(lines)} rollouts of step {step} stored")
         for kind, count in read.skipped.items():
             self.state["skipped"][kind] = self.state["skipped"].get(kind, 0) + count
         self.state["points"] += len(metrics)
@@ -230,8 +257,9 @@ class MetricSync:
 
     def summary(self) -> str:
         skipped = ", ".join(f"{count} {kind}" for kind, count in sorted(self.state["skipped"].items()))
+        rollouts = self.state.get("rollouts", 0)
         return (f"evolab: {self.state['points']} points sent to run {self.state['run']}"
-                + (f"; skipped {skipped}" if skipped else ""))
+                + (f", {rollouts} rollouts" if rollouts else "") + (f"; skipped {skipped}" if skipped else ""))
 
 
 def run_folders(directory, source: str) -> list[Path]:

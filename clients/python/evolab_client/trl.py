@@ -17,38 +17,12 @@ run_name) in `experiment`. A run the callback created is ended FINISHED with the
 from __future__ import annotations
 
 import inspect
-import math
 import sys
 
 from transformers import TrainerCallback
 
 from .client import Evolab, RunRef
-
-
-def _text(value) -> str:
-    """A prompt or completion as text: conversational ones are lists of {role, content} messages."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list):
-        return "\n\n".join(f"{m.get('role', '')}: {_content(m.get('content'))}" if isinstance(m, dict) else str(m)
-                           for m in value)
-    return str(value)
-
-
-def _content(content) -> str:
-    if isinstance(content, list):  # multimodal parts: keep the text ones
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return str(content)
-
-
-def _completion_text(value) -> str:
-    if isinstance(value, list):  # [{"role": "assistant", "content": ...}]
-        return "".join(_content(m.get("content")) if isinstance(m, dict) else str(m) for m in value)
-    return str(value)
-
-
-def _finite(value):
-    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+from .completions import completion_text, prompt_text, rollout
 
 
 class EvolabCallback(TrainerCallback):
@@ -119,17 +93,12 @@ class EvolabCallback(TrainerCallback):
         seen: dict[str, int] = {}
         lines = []
         for i, (prompt, completion) in enumerate(zip(prompts, completions)):
-            prompt_text = _text(prompt)
-            index = seen.get(prompt_text, 0)
-            seen[prompt_text] = index + 1
-            per_function = {name: _finite(values[i]) for name, values in rewards.items() if i < len(values)}
-            scored = [(weights.get(name, 1.0), value) for name, value in per_function.items() if value is not None]
-            line = {"step": state.global_step, "prompt": prompt_text, "completion": _completion_text(completion),
-                    "index": index, "rewards": {k: v for k, v in per_function.items() if v is not None}}
-            if scored:  # GRPOTrainer's total: the weighted sum of the functions that scored it
-                line["reward"] = sum(w * v for w, v in scored)
-            if i < len(advantages) and _finite(advantages[i]) is not None:
-                line["advantage"] = advantages[i]
+            text = prompt_text(prompt)
+            index = seen.get(text, 0)
+            seen[text] = index + 1
+            line = rollout(state.global_step, text, completion_text(completion), index,
+                           {name: values[i] for name, values in rewards.items() if i < len(values)}, weights,
+                           advantages[i] if i < len(advantages) else None)
             if tokenizer is not None and hasattr(tokenizer, "__call__"):
                 line["length"] = len(tokenizer(line["completion"], add_special_tokens=False)["input_ids"])
             lines.append(line)

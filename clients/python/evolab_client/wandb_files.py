@@ -116,14 +116,16 @@ class WandbBatch:
     tables: list[tuple[int, str, dict]] = field(default_factory=list)  # (step, key, the table's value) to read
     finished: bool | None = None  # the exit record: True when its exit code was 0
     step_metric: str | None = None
+    step_value: float | None = None
 
 
 class WandbRun:
     """One W&B run file, read from where the last read stopped; keeps the state a step's choice depends on."""
 
-    def __init__(self, path, step_metric: str | None = None):
+    def __init__(self, path, step_metric: str | None = None, step_value: float | None = None):
         self.path = Path(path)
         self.step_metric = step_metric  # the key a define_metric("*", step_metric=...) made the x-axis
+        self.step_value = step_value  # its last value: a row without it is at that step (W&B's step_sync)
         self.Record = protobuf_records()
 
     def read(self, offset: int, limit: int = -1) -> tuple[WandbBatch, int]:
@@ -137,7 +139,7 @@ class WandbRun:
             record = self.Record()
             record.ParseFromString(chunk)
             self._take(record, batch)
-        batch.step_metric = self.step_metric
+        batch.step_metric, batch.step_value = self.step_metric, self.step_value
         return batch, end
 
     def _take(self, record, batch: WandbBatch) -> None:
@@ -161,8 +163,10 @@ class WandbRun:
     def _history(self, history, batch: WandbBatch) -> None:
         values = _tree(history.item)
         step = values.get("_step")
-        if self.step_metric and _number(values.get(self.step_metric)):
-            step = values[self.step_metric]
+        if self.step_metric:  # TRL: define_metric("train/global_step"), define_metric("*", step_metric=..., step_sync)
+            if _number(values.get(self.step_metric)):
+                self.step_value = values[self.step_metric]
+            step = self.step_value if self.step_value is not None else 0
         if not _number(step):
             step = history.step.num
         timestamp = values.get("_timestamp")
