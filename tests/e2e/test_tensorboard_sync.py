@@ -133,7 +133,7 @@ def test_an_archive_of_run_folders_is_imported_one_run_each_and_finished(live_st
     done = sync(live_stack.url, token, str(archive), "--all", "--experiment", "archive")
     output, _ = done.communicate(timeout=120)
     assert done.returncode == 0, output
-    assert "2 run folders imported" in output
+    assert "2 runs imported" in output
     client = Evolab(url=live_stack.url, token=token)
     for name, last in (("seed-0", 6), ("seed-1", 4)):
         run = client.find_run(f"archive/{name}")

@@ -4,6 +4,7 @@
     evolab sync wandb DIR              follow a W&B run folder (wandb/run-...) into a run, or import it (--once)
     evolab sync tensorboard DIR        the same for a TensorBoard log folder (events.out.tfevents.* files)
     evolab sync wandb DIR --all        import every run folder under DIR (an archive)
+    evolab sync trackio DIR            a run of Trackio's databases (TRACKIO_DIR/PROJECT.db); --all: every run
 
 RUN is Evolab's run id, MLflow's run id, or EXPERIMENT/RUN_NAME (verl's trainer.project_name /
 trainer.experiment_name when verl logs to Evolab through MLflow), TEAM/EXPERIMENT/RUN_NAME when another of your
@@ -19,7 +20,7 @@ import sys
 import time
 
 from .client import Evolab, EvolabError
-from .metric_sync import SOURCES, MetricSync, run_folders
+from .metric_sync import SOURCES, MetricSync, run_folders, trackio_runs
 from .verl import VerlSync
 
 
@@ -42,8 +43,12 @@ def main(argv=None) -> int:
     verl.add_argument("--url", help="Evolab's address (default: EVOLAB_URL)")
     verl.add_argument("--token", help="API token (default: EVOLAB_TOKEN)")
     for name, what in (("wandb", "a W&B run folder (wandb/run-..., online or offline), its run-*.wandb file"),
-                       ("tensorboard", "a TensorBoard log folder, its events.out.tfevents.* files")):
+                       ("tensorboard", "a TensorBoard log folder, its events.out.tfevents.* files"),
+                       ("trackio", "Trackio's folder (TRACKIO_DIR), a PROJECT.db SQLite database per project")):
         logger = sources.add_parser(name, help=what)
+        if name == "trackio":
+            logger.add_argument("--project", help="only this project's database (PROJECT.db)")
+            logger.add_argument("--trackio-run", help="only the run of this name (or Trackio run id)")
         logger.add_argument("directory", help="the run folder (or, with --all, a folder of run folders)")
         logger.add_argument("--run", help="send to this existing run (Evolab run id, MLflow run id, or "
                             "[TEAM/]EXPERIMENT/RUN_NAME) instead of creating one")
@@ -108,33 +113,46 @@ def _sync_verl(client: Evolab, args) -> int:
 
 
 def _sync_logger(client: Evolab, args) -> int:
-    if args.all:
-        if args.run or args.name or args.state:
-            print("evolab: --all makes one run per folder: --run, --name and --state name one", file=sys.stderr)
+    if args.source == "trackio":
+        sources = [s for s in trackio_runs(args.directory)
+                   if (not args.project or s.database.stem == args.project)
+                   and (not args.trackio_run or args.trackio_run in (s.trackio_run["name"], s.trackio_run["id"]))]
+        if not sources:
+            print(f"evolab: no Trackio run in {args.directory} (PROJECT.db files) matches", file=sys.stderr)
+            return 1
+        if len(sources) > 1 and not args.all:
+            names = ", ".join(f"{s.database.stem}/{s.trackio_run['name']}" for s in sources)
+            print(f"evolab: {len(sources)} Trackio runs there ({names}): name one with --project and --trackio-run, "
+                  "or import them all with --all", file=sys.stderr)
             return 2
-        folders = run_folders(args.directory, args.source)
-        if not folders:
+    elif args.all:
+        sources = [SOURCES[args.source](folder) for folder in run_folders(args.directory, args.source)]
+        if not sources:
             print(f"evolab: no {args.source} run folder under {args.directory}", file=sys.stderr)
             return 1
-        for folder in folders:
-            _sync_folder(client, args, folder, once=True)
-        print(f"evolab: {len(folders)} run folders imported", flush=True)
-        return 0
-    return _sync_folder(client, args, args.directory, once=args.once)
+    else:
+        sources = [SOURCES[args.source](args.directory)]
+    if args.all and (args.run or args.name or args.state):
+        print("evolab: --all makes one run per folder: --run, --name and --state name one", file=sys.stderr)
+        return 2
+    for source in sources:
+        _sync_source(client, args, source, once=args.once or args.all)
+    if args.all:
+        print(f"evolab: {len(sources)} runs imported", flush=True)
+    return 0
 
 
-def _sync_folder(client: Evolab, args, folder, once: bool) -> int:
-    sync = MetricSync(client, SOURCES[args.source](folder), run=args.run, experiment=args.experiment,
-                      name=getattr(args, "name", None), trainer=args.trainer, state_path=args.state,
-                      poll_seconds=args.poll, log=lambda m: print(m, flush=True))
-    print(f"evolab: reading {folder}; position kept in {sync.state_path}", flush=True)
+def _sync_source(client: Evolab, args, source, once: bool) -> None:
+    sync = MetricSync(client, source, run=args.run, experiment=args.experiment, name=args.name, trainer=args.trainer,
+                      state_path=args.state, poll_seconds=args.poll, log=lambda m: print(m, flush=True))
+    print(f"evolab: reading {source.directory}; position kept in {sync.state_path}", flush=True)
     if once:
         sync.sync_once()
-        sync.finish("FINISHED" if args.source == "tensorboard" else "KILLED")  # no-op when the files said
+        # the files' own end, when they record one, was read; otherwise an import ends the run as finished
+        sync.finish("KILLED" if source.ends_itself else "FINISHED")
     else:
         sync.follow()
     print(sync.summary(), flush=True)
-    return 0
 
 
 if __name__ == "__main__":

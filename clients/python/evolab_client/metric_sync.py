@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .client import Evolab, RunRef
+from . import trackio_files
 from .completions import rollouts_from_table
 
 STATE_FILE = ".evolab-sync.json"
 POINTS_PER_REQUEST = 1000  # MLflow's log-batch limit
 PARAMS_PER_REQUEST = 100
 MAX_PARAM_VALUE = 6000
-READ_BYTES = 8 * 1024 * 1024  # of a file at a time: a large archive is never read into memory whole
+READ_BYTES = 8 * 1024 * 1024
 
 
 @dataclass
@@ -42,10 +43,26 @@ class Read:
     rollouts: list = field(default_factory=list)  # (step, rollout lines) of a table of completions
 
 
-class WandbSource:
+class FileSource:
+    """A logger's files, read by bytes: the position in each is the offset after its last whole record."""
+
+    read_size = READ_BYTES  # of a file at a time: a large archive is never read into memory whole
+    ends_itself = False  # whether the files record the run's end
+
+    @staticmethod
+    def unread(path: Path, offset: int) -> int:
+        """Bytes not read yet; negative when the file is shorter than what was read (written anew)."""
+        try:
+            return path.stat().st_size - offset
+        except FileNotFoundError:
+            return 0
+
+
+class WandbSource(FileSource):
     """A W&B run folder (`wandb/run-DATE-ID/` or `offline-run-...`): its one `run-ID.wandb` file."""
 
     name = "wandb"
+    ends_itself = True  # its exit record
 
     def __init__(self, directory):
         from .wandb_files import WandbRun
@@ -90,7 +107,7 @@ class WandbSource:
         return rollouts_from_table(step, table, weights if isinstance(weights, list) else None)
 
 
-class TensorboardSource:
+class TensorboardSource(FileSource):
     """A TensorBoard run folder: its `events.out.tfevents.*` files, in the order they were written."""
 
     name = "tensorboard"
@@ -113,6 +130,38 @@ class TensorboardSource:
                     run={"name": self.directory.name, "tags": {}}), end
 
 
+class TrackioSource:
+    """One run of a Trackio project database (`TRACKIO_DIR/PROJECT.db`), read by rows: the position is the last row
+    id read. Its state file is the run's own, beside the database."""
+
+    name = "trackio"
+    read_size = 5000  # rows
+    ends_itself = False
+
+    def __init__(self, database, run: dict):
+        self.database, self.trackio_run = Path(database), run
+        self.directory = self.database.parent
+        self.state_name = f".evolab-sync-trackio-{self.database.stem}-{run['id']}.json"
+
+    def files(self) -> list[Path]:
+        return [self.database]
+
+    def unread(self, path: Path, offset: int) -> int:
+        return trackio_files.unread(path, self.trackio_run["id"], offset)
+
+    def read(self, path: Path, offset: int, state: dict, limit: int) -> tuple[Read, int]:
+        points, skipped, last = trackio_files.read(path, self.trackio_run["id"], offset, limit)
+        run = self.trackio_run
+        return Read(points=points, params=run["config"] if offset == 0 else {}, skipped=skipped,
+                    run={"name": run["name"], "experiment": run["project"], "tags": {"trackio.run_id": run["id"]}}), last
+
+
+def trackio_runs(directory) -> list[TrackioSource]:
+    """Every run of every project database in a Trackio folder."""
+    return [TrackioSource(database, run) for database in trackio_files.databases(directory)
+            for run in trackio_files.runs(database)]
+
+
 SOURCES = {"wandb": WandbSource, "tensorboard": TensorboardSource}
 
 
@@ -124,7 +173,7 @@ class MetricSync:
                  log=print):
         self.client, self.source, self.log = client, source, log
         self.wanted_run, self.experiment, self.name, self.trainer = run, experiment, name, trainer
-        self.state_path = Path(state_path) if state_path else source.directory / STATE_FILE
+        self.state_path = Path(state_path) if state_path else source.directory / getattr(source, "state_name", STATE_FILE)
         self.poll_seconds = poll_seconds
         self.state = self._load_state()
         self.run: RunRef | None = None
@@ -189,17 +238,17 @@ class MetricSync:
         sent = 0
         for path in self.source.files():
             record = self.state["files"].setdefault(path.name, {"offset": 0})
-            try:
-                size = path.stat().st_size
-            except FileNotFoundError:
-                continue
-            if size < record["offset"]:  # written anew from the start: read it again (its points are kept once)
-                record["offset"] = 0
-            limit = READ_BYTES
-            while size > record["offset"]:
+            limit = self.source.read_size
+            while True:
+                left = self.source.unread(path, record["offset"])
+                if left < 0:  # written anew from the start: read it again (its points are kept once)
+                    record["offset"] = 0
+                    continue
+                if left == 0:
+                    break
                 read, end = self.source.read(path, record["offset"], self.state, limit)
                 if end == record["offset"]:
-                    if size - record["offset"] <= limit:
+                    if left <= limit:
                         break  # only part of a record so far
                     limit *= 4  # a record longer than a read
                     continue
