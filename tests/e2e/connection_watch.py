@@ -137,3 +137,25 @@ class ConnectionWatch:
                 self.seen.add(f"{remote}:{port} ({table})")
             else:  # named with its process, so that a failure says who left (a name lookup, most often)
                 self.outside.add(f"{remote}:{port} ({table}) from {_command(inodes[inode])}")
+
+
+CANARY = r"""
+import socket, sys, time
+connection = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+print("connected", flush=True)
+time.sleep(600)
+"""
+
+
+def loopback_canary(url: str):
+    """A process holding one connection to the live server (`url`) while it lives: watched beside short-lived
+    processes whose own loopback connections a sample may miss, it shows the watch reads this machine's sockets."""
+    import subprocess
+    import sys
+    from urllib.parse import urlsplit
+
+    address = urlsplit(url)
+    canary = subprocess.Popen([sys.executable, "-c", CANARY, address.hostname, str(address.port)],
+                              stdout=subprocess.PIPE, text=True)
+    assert canary.stdout.readline().strip() == "connected"
+    return canary

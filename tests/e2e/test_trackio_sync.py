@@ -9,7 +9,7 @@ import sys
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.e2e.connection_watch import ConnectionWatch
+from tests.e2e.connection_watch import ConnectionWatch, loopback_canary
 from tests.e2e.test_verl_sync import read_until, wait
 from tests.factories import make_team
 from webapp.accounts.models import ApiToken
@@ -65,7 +65,7 @@ def test_trackio_runs_are_followed_and_imported_each_point_once(live_stack, tran
     folder = tmp_path / "trackio"
     done = write(folder, "ttrl-b", 3)
     read_until(done, "finished")
-    processes = {}
+    processes = {"canary": loopback_canary(live_stack.url)}
     try:
         with ConnectionWatch(lambda: [p.pid for p in processes.values() if p.poll() is None]) as watch:
             writer = processes["writer"] = write(folder, "ttrl-a", 12, pause=6)
@@ -84,7 +84,7 @@ def test_trackio_runs_are_followed_and_imported_each_point_once(live_stack, tran
             writer.stdin.write("\n")
             writer.stdin.flush()
             read_until(writer, "finished")
-            assert written(folder, "ttrl-a") == 12
+            wait(lambda: written(folder, "ttrl-a") == 12, timeout=30, what="ttrl-a's 12 rows in the database")
             second = processes["second"] = sync(live_stack.url, token, str(folder), "--trackio-run", "ttrl-a",
                                                 "--poll", "0.2")
             read_until(second, "through step 12")

@@ -14,7 +14,7 @@ import sys
 import pytest
 from django.contrib.auth import get_user_model
 
-from tests.e2e.connection_watch import ConnectionWatch
+from tests.e2e.connection_watch import ConnectionWatch, loopback_canary
 from tests.e2e.test_verl_sync import read_until, wait
 from tests.factories import make_team
 from webapp.accounts.models import ApiToken
@@ -73,7 +73,7 @@ def test_a_wandb_offline_run_is_followed_whole_across_a_killed_sync_and_raises_i
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path), "WANDB_SILENT": "true"}
     writer = subprocess.Popen([sys.executable, "-c", WRITER], cwd=tmp_path, env=env, text=True,
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    processes = {"writer": writer}
+    processes = {"writer": writer, "canary": loopback_canary(live_stack.url)}
     try:
         with ConnectionWatch(lambda: [p.pid for p in processes.values() if p.poll() is None]) as watch:
             folder = json.loads(writer.stdout.readline())["folder"]
