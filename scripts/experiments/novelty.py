@@ -41,7 +41,7 @@ from rl.events import read_events  # noqa: E402
 from rl.methods import validate_hyperparameters  # noqa: E402
 from rl.policy import heldout_problems  # noqa: E402
 from scripts.experiments.corpus import FIGURE1  # noqa: E402
-from scripts.experiments.mechanism import ARMS, is_finished, write_jsonl  # noqa: E402
+from scripts.experiments.mechanism import ARMS, by_arm_seed, is_finished, window_mean, write_jsonl  # noqa: E402
 
 SIZES = {**FIGURE1, "prompts_per_update": 1, "learning_rate": 1e-4, "eval_samples": 32}
 TRAIN_METRICS = ["entropy", "response_length/mean", "pass@1", "pass@16", "unique_answers", "majority_ratio",
@@ -99,18 +99,6 @@ def read_csv(path: Path) -> list[dict]:
     with open(path) as f:
         return [{"arm": r["arm"], "loss_type": r["loss_type"], "seed": int(r["seed"]), "step": int(r["step"]),
                  **{c: float(r[c]) for c in COLUMNS if r.get(c) not in ("", None)}} for r in csv.DictReader(f)]
-
-
-def by_arm_seed(rows: list[dict]) -> dict[str, dict[int, list[dict]]]:
-    out: dict[str, dict[int, list[dict]]] = {}
-    for r in rows:
-        out.setdefault(r["arm"], {}).setdefault(r["seed"], []).append(r)
-    return out
-
-
-def window_mean(rows: list[dict], metric: str, first: int, last: int) -> float | None:
-    values = [r[metric] for r in rows if first <= r["step"] <= last and r.get(metric) is not None]
-    return statistics.mean(values) if values else None
 
 
 def cell(values: list[float | None]) -> str:

@@ -45,6 +45,14 @@ class Api:
         raise AssertionError(f"timed out waiting for {what}; last seen: {json.dumps(run)[:2000]}")
 
 
+def metric_history(client, run, key):
+    """(step, value, timestamp) of every point of `key` MLflow's get-history returns for the run (the client's
+    evolab_client.Evolab, the run its RunRef), in step order; NaN as MLflow writes it, "NaN"."""
+    answer = client.mlflow("metrics/get-history", {"run_id": run.mlflow_run_id, "metric_key": key, "max_results": 1000},
+                           get=True)
+    return sorted((m["step"], m["value"], m["timestamp"]) for m in answer.get("metrics", []))
+
+
 class LiveMessages:
     """Collects the JSON frames of ws/runs/{id}/ in a background thread."""
 

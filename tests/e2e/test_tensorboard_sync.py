@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from django.contrib.auth import get_user_model
 
+from tests.e2e.helpers import metric_history
 from tests.e2e.test_verl_sync import read_until
 from tests.factories import make_team
 from webapp.accounts.models import ApiToken
@@ -62,9 +63,7 @@ def release(writer):
 
 
 def history(client, run, key):
-    answer = client.mlflow("metrics/get-history", {"run_id": run.mlflow_run_id, "metric_key": key, "max_results": 1000},
-                           get=True)
-    return sorted((m["step"], m["value"]) for m in answer.get("metrics", []))
+    return [(step, value) for step, value, _ in metric_history(client, run, key)]
 
 
 def as_logged(steps, key):

@@ -10,6 +10,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from tests.e2e.connection_watch import ConnectionWatch, loopback_canary
+from tests.e2e.helpers import metric_history
 from tests.e2e.test_verl_sync import read_until, wait
 from tests.factories import make_team
 from webapp.accounts.models import ApiToken
@@ -52,9 +53,7 @@ def written(folder, name):
 
 
 def history(client, run, key):
-    answer = client.mlflow("metrics/get-history", {"run_id": run.mlflow_run_id, "metric_key": key, "max_results": 1000},
-                           get=True)
-    return sorted((m["step"], m["value"]) for m in answer.get("metrics", []))
+    return [(step, value) for step, value, _ in metric_history(client, run, key)]
 
 
 def test_trackio_runs_are_followed_and_imported_each_point_once(live_stack, transactional_db, tmp_path):

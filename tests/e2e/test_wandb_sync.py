@@ -15,6 +15,7 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from tests.e2e.connection_watch import ConnectionWatch, loopback_canary
+from tests.e2e.helpers import metric_history
 from tests.e2e.test_verl_sync import read_until, wait
 from tests.factories import make_team
 from webapp.accounts.models import ApiToken
@@ -56,12 +57,6 @@ def sync(url, token, *args):
     env = {**os.environ, "EVOLAB_URL": url, "EVOLAB_TOKEN": token}
     return subprocess.Popen([sys.executable, "-m", "evolab_client.cli", "sync", "wandb", *args], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-
-
-def history(client, run, key):
-    answer = client.mlflow("metrics/get-history", {"run_id": run.mlflow_run_id, "metric_key": key, "max_results": 1000},
-                           get=True)
-    return sorted((m["step"], m["value"], m["timestamp"]) for m in answer.get("metrics", []))
 
 
 def test_a_wandb_offline_run_is_followed_whole_across_a_killed_sync_and_raises_its_collapse(live_stack,
@@ -112,7 +107,7 @@ def test_a_wandb_offline_run_is_followed_whole_across_a_killed_sync_and_raises_i
     client = Evolab(url=live_stack.url, token=token)
     run = client.find_run(str(run_id))
     for key in logged(1):  # every point once, at its step, with the value logged (W&B keeps the float exactly)
-        points = history(client, run, key)
+        points = metric_history(client, run, key)
         assert [(step, value) for step, value, _ in points] == [(step, logged(step)[key]) for step in
                                                                  range(1, STEPS + 1)], key
         assert all(timestamp > 0 for _, _, timestamp in points)

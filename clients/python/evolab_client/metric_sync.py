@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .client import Evolab, RunRef
+from .state_file import read_state, write_state
 from . import trackio_files
 from .completions import rollouts_from_table
 
@@ -182,24 +182,15 @@ class MetricSync:
     # -- the state file
 
     def _load_state(self) -> dict:
-        try:
-            state = json.loads(self.state_path.read_text())
-        except FileNotFoundError:
-            return {"server": self.client.url, "source": self.source.name, "run": None, "files": {}, "points": 0,
-                    "skipped": {}, "params": False, "finished": None}
-        except ValueError as exc:
-            raise SystemExit(f"evolab: the state file {self.state_path} is not JSON ({exc}); move it away to start over")
+        state = read_state(self.state_path, {"server": self.client.url, "source": self.source.name, "run": None,
+                                             "files": {}, "points": 0, "skipped": {}, "finished": None})
         if state.get("server") != self.client.url:
             raise SystemExit(f"evolab: {self.state_path} records a sync to {state.get('server')}, not "
                              f"{self.client.url}: give another --state file")
         return state
 
     def _save_state(self) -> None:
-        # a new file renamed over the old: a crash leaves either position whole, never half a file
-        handle, temporary = tempfile.mkstemp(dir=self.state_path.parent, prefix=".evolab-sync-")
-        with os.fdopen(handle, "w") as out:
-            json.dump(self.state, out)
-        os.replace(temporary, self.state_path)
+        write_state(self.state_path, self.state)
 
     # -- the run
 

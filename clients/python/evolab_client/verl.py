@@ -18,11 +18,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 
 from .client import Evolab, RunRef
+from .state_file import read_state, write_state
 
 # matched whole (fullmatch): `$` also matches before a final newline ("3.jsonl\n" was a second step 3)
 STEP_FILE = re.compile(r"(\d+)\.jsonl")
@@ -69,23 +69,14 @@ class VerlSync:
         self.sent = 0
 
     def _load_state(self) -> dict:
-        try:
-            state = json.loads(self.state_path.read_text())
-        except FileNotFoundError:
-            return {"server": self.client.url, "run": self.run.id, "files": {}}
-        except ValueError as exc:
-            raise SystemExit(f"evolab: the state file {self.state_path} is not JSON ({exc}); move it away to start over")
+        state = read_state(self.state_path, {"server": self.client.url, "run": self.run.id, "files": {}})
         if state.get("run") != self.run.id or state.get("server") != self.client.url:
             raise SystemExit(f"evolab: {self.state_path} records run {state.get('run')} on {state.get('server')}, "
                              f"not run {self.run.id} on {self.client.url}: give another --state file")
         return state
 
     def _save_state(self) -> None:
-        # a new file renamed over the old: a crash leaves either position whole, never half a file
-        handle, temporary = tempfile.mkstemp(dir=self.state_path.parent, prefix=".evolab-sync-")
-        with os.fdopen(handle, "w") as out:
-            json.dump(self.state, out)
-        os.replace(temporary, self.state_path)
+        write_state(self.state_path, self.state)
 
     def sync_once(self, final: bool = False) -> int:
         """Send every whole line not sent yet, file by file in step order; how many were sent. A file is complete
