@@ -10,7 +10,8 @@ Per arm, seed and step it writes to OUT/mechanism.csv:
 - the template diversity of the step's training rollouts, read from the run's `group` events with
   `template_of`: `template_entropy` (bits, log2 3 ≈ 1.58 when the three are equally used, 0 when one is left),
   `templates_per_group` (distinct templates among a prompt's rollouts, 1..3) and `dominant_share`;
-- the training metrics `entropy` (policy entropy) and `response_length/mean`;
+- the training metrics `entropy` (policy entropy) and `response_length/mean`, and from the training prompts'
+  held-out labels `unique_answers`, `majority_ratio`, `label_accuracy` and `reward_accuracy`;
 - on evaluation steps, the eval set's `pass@1`, `pass@16` and `maj@16`;
 and draws OUT/mechanism.png (mean over seeds, with the seeds' min..max as a band) and prints the table for
 docs/experiments.md.
@@ -46,14 +47,16 @@ from scripts.experiments.templates import (TEMPLATE_POLICY_DIR, TEMPLATES, heldo
 ARMS = {  # name -> (method, hyperparameters over SIZES)
     "TTRL": ("ttrl", {}),
     "EVOL-RL": ("evol_rl", {}),
-    "EVOL-RL −novelty": ("evol_rl", {"use_novelty": False}),  # EVOL-RL Table 3's "−Novelty Reward" ablation
+    "EVOL-RL −novelty": ("evol_rl", {"use_novelty": False}),  # the "−Novelty Reward" ablation, EVOL-RL arXiv Table 4
 }
 # Small enough for a CPU; the same for every arm. Everything else is each method's default (TTRL and EVOL-RL:
 # temperature 1, loss_type grpo, the cosine schedule; EVOL-RL: α 0.5, entropy_coef 0.003, epsilon_high 0.28), and
 # the evaluation is EVOL-RL's protocol (temperature 0.6, top_p 0.95, pass@16 from 32 samples).
 SIZES = {"n_votes": 16, "n_train": 8, "prompts_per_step": 4, "prompts_per_update": 1, "max_completion_length": 64,
          "learning_rate": 1e-5, "save_every": 0, "eval_samples": 32}
-TRAIN_METRICS = ["entropy", "response_length/mean"]
+# the label monitor's figures over the step's training prompts (labels for monitoring only, never a reward)
+TRAIN_METRICS = ["entropy", "response_length/mean", "unique_answers", "majority_ratio", "label_accuracy",
+                 "reward_accuracy"]
 EVAL_METRICS = ["pass@1", "pass@16", "maj@16"]
 TEMPLATE_METRICS = ["template_entropy", "templates_per_group", "dominant_share"]
 COLUMNS = TEMPLATE_METRICS + TRAIN_METRICS + EVAL_METRICS
