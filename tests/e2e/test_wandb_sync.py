@@ -1,7 +1,7 @@
 """`evolab sync wandb` against the live stack (issue 39): a run written by the real `wandb` package in offline mode,
 as verl's Tracking logs it (wandb.init(project, name, config), wandb.log(data, step=global_steps)), followed while it
 writes; the sync killed mid-run and started again; every point stored once, as logged; the run's config as its
-parameters; its table and histogram skipped and counted; its end read from W&B's exit record; and its entropy
+parameters (a value changed later keeps the first, said); its table and histogram skipped and counted; its end read from W&B's exit record; and its entropy
 collapse raised as for any run. Nothing of the writer's leaves loopback."""
 import inspect
 import json
@@ -45,6 +45,7 @@ for step in range(1, STEPS + 1):
     if step == 6:
         table = wandb.Table(columns=["prompt", "response", "score"], data=[["1 + 1?", "\\boxed{2}", 1.0]])
         wandb.log({"val/generations": table, "actor/pg_hist": wandb.Histogram([0.1, 0.2, 0.2])}, step=step)
+        run.config.update({"data": {"max_response_length": 1024}}, allow_val_change=True)
     if step in (4, 11):
         print(f"wrote {step}", flush=True)
         sys.stdin.readline()
@@ -85,7 +86,9 @@ def test_a_wandb_offline_run_is_followed_whole_across_a_killed_sync_and_raises_i
             writer.stdin.flush()
             read_until(writer, "wrote 11")
             second = processes["second"] = sync(live_stack.url, token, folder, "--poll", "0.2")
-            read_until(second, "through step 10")
+            followed = read_until(second, "through step 10")
+            # MLflow's params never change: the first value stays, and the command says so
+            assert "parameter data.max_response_length changed to '1024'; the run keeps '512'" in "".join(followed)
             # ten steps, entropy falling 30% a step: the collapse opens while the run still trains
             wait(lambda: Alert.objects.filter(run_id=run_id, rule="entropy_collapse").exists(),
                  what="entropy_collapse on the W&B run")

@@ -1,4 +1,4 @@
-"""`evolab sync wandb DIR` and `evolab sync tensorboard DIR`: a logger's files into an Evolab run, live or archived.
+"""`evolab sync wandb|tensorboard|trackio DIR`: a logger's files into an Evolab run, live or archived.
 
 A run folder's files are read from where the last read stopped, only whole records (a file being written is read
 up to its last complete record), and each point goes to the run through MLflow's log-batch, so Evolab maps the
@@ -8,7 +8,8 @@ file and goes on from there. Points read twice (killed between storing and recor
 MLflow, keeps one row per (key, step, timestamp, value), and the timestamps are the logger's own.
 
 The run: `--run` names an existing one; otherwise the first sync creates one in the experiment and with the name the
-run's own files give (W&B's project and run name; TensorBoard: the folder's name, in `--experiment` or Default),
+run's own files give (W&B's project and run name; Trackio's project and run name; TensorBoard: the folder's name,
+in `--experiment` or Default),
 with the logged config as its parameters, and the state file keeps its id for every later sync.
 """
 from __future__ import annotations
@@ -255,11 +256,7 @@ class MetricSync:
             return 0
         if self.run is None:
             self.run = self._resolve_run()
-        params = {k: str(v)[:MAX_PARAM_VALUE] for k, v in read.params.items()}
-        items = sorted(params.items())
-        for i in range(0, len(items), PARAMS_PER_REQUEST):
-            self.client.mlflow("runs/log-batch", {"run_id": self.run.mlflow_run_id, "params": [
-                {"key": k[:250], "value": v} for k, v in items[i:i + PARAMS_PER_REQUEST]]})
+        self._send_params(read.params)
         metrics = [{"key": p.key[:250], "value": p.value, "timestamp": p.timestamp, "step": p.step} for p in read.points]
         for i in range(0, len(metrics), POINTS_PER_REQUEST):
             self.client.mlflow("runs/log-batch", {"run_id": self.run.mlflow_run_id,
@@ -279,6 +276,23 @@ class MetricSync:
         if read.finished is not None and self.state["finished"] is None:
             self.finish("FINISHED" if read.finished else "FAILED")
         return len(metrics)
+
+    def _send_params(self, params: dict) -> None:
+        """The config as the run's parameters, each key once: MLflow's params never change, so a value the logger
+        changed later (W&B's config.update(allow_val_change=True)) keeps the first one, and the command says so."""
+        sent = self.state.setdefault("params", {})
+        new = {}
+        for key, value in params.items():
+            key, value = key[:250], str(value)[:MAX_PARAM_VALUE]
+            if key not in sent:
+                new[key] = value
+            elif sent[key] != value:
+                self.log(f"evolab: parameter {key} changed to {value!r}; the run keeps {sent[key]!r}")
+        items = sorted(new.items())
+        for i in range(0, len(items), PARAMS_PER_REQUEST):
+            self.client.mlflow("runs/log-batch", {"run_id": self.run.mlflow_run_id, "params": [
+                {"key": k, "value": v} for k, v in items[i:i + PARAMS_PER_REQUEST]]})
+        sent.update(new)
 
     def finish(self, status: str) -> None:
         """The run ended (the logger said so, or an import of a folder with no end marker is complete)."""
