@@ -118,6 +118,11 @@ def test_a_summary_writer_run_is_followed_across_a_restarted_trainer_and_a_kille
     tags = {t["key"]: t["value"] for t in got["data"]["tags"]}
     assert tags["evolab.trainer"] == "trl" and tags["evolab.source"] == "tensorboard"
     assert got["info"]["run_name"] == "grpo-qwen" and got["info"]["status"] == "RUNNING"
+    # the training is over and everything was sent: an import with nothing new to send still ends the run
+    done = sync(live_stack.url, token, str(folder), "--once")
+    output, _ = done.communicate(timeout=60)
+    assert done.returncode == 0 and f"run {run_id} finished" in output, output
+    assert client.mlflow("runs/get", {"run_id": run.mlflow_run_id}, get=True)["run"]["info"]["status"] == "FINISHED"
 
 
 def test_an_archive_of_run_folders_is_imported_one_run_each_and_finished(live_stack, transactional_db, tmp_path):

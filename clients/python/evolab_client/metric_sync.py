@@ -296,8 +296,10 @@ class MetricSync:
 
     def finish(self, status: str) -> None:
         """The run ended (the logger said so, or an import of a folder with no end marker is complete)."""
-        if self.run is None or self.state["finished"] is not None:
-            return
+        if self.state["finished"] is not None or self.state["run"] is None:
+            return  # ended already, or nothing was ever read: no run to end
+        if self.run is None:  # a later import with nothing new to send still ends the run
+            self.run = self._resolve_run()
         self.client.finish(self.run.mlflow_run_id, status)
         self.state["finished"] = status
         self._save_state()
