@@ -35,6 +35,7 @@ import sys
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,7 +61,6 @@ TRAIN_METRICS = ["entropy", "response_length/mean", "unique_answers", "majority_
 EVAL_METRICS = ["pass@1", "pass@16", "maj@16"]
 TEMPLATE_METRICS = ["template_entropy", "templates_per_group", "dominant_share"]
 COLUMNS = TEMPLATE_METRICS + TRAIN_METRICS + EVAL_METRICS
-PANELS = ["template_entropy", "entropy", "pass@1", "pass@16"]
 
 
 def template_diversity(groups: list[dict]) -> dict[str, float]:
@@ -90,16 +90,20 @@ def is_finished(run_dir: Path) -> bool:
     return bool(statuses) and statuses[-1] == "succeeded"
 
 
-def train(arm: str, seed: int, args, work: Path, threads: int) -> Path:
+def train(arm: str, seed: int, args, work: Path, threads: int, model: str = str(TEMPLATE_POLICY_DIR),
+          sizes: dict = SIZES) -> Path:
+    """Train one arm's seed with rl.train (a finished run in `work` is read again, not retrained): `model` and
+    `sizes` are this experiment's unless another experiment (novelty.py) gives its own."""
     method, extra = ARMS[arm]
     name = f"{method}{'-no-novelty' if extra else ''}-seed{seed}"
     run_dir = work / name
     if is_finished(run_dir):
         print(f"{name}: finished earlier, read from {run_dir}", flush=True)
         return run_dir
-    config = {"method": method, "model": str(TEMPLATE_POLICY_DIR), "prompts": str(work / "train.jsonl"),
+    config = {"method": method, "model": model, "prompts": str(work / "train.jsonl"),
               "eval_prompts": str(work / "eval.jsonl"), "embedding_model": None, "max_steps": args.steps,
-              "seed": seed, "hyperparameters": {**SIZES, "eval_every": args.eval_every, **args.set, **extra}}
+              "seed": seed, "hyperparameters": {**sizes, "eval_every": args.eval_every, **getattr(args, "set", {}),
+                                                **extra}}
     config_path = work / f"{name}.json"
     config_path.write_text(json.dumps(config, indent=2))
     if run_dir.exists():  # an unfinished run: train it again from the start
@@ -179,7 +183,21 @@ def table(rows: list[dict], steps: int, window: int = 5) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: list[dict], png_path: Path, smooth: int = 5) -> None:
+@dataclass
+class Panel:
+    """One chart of an experiment's figure: a CSV column, its title, and whether its per-step values are smoothed
+    (a training figure over 4 prompts a step is noisy) or marked (an evaluation, every few steps)."""
+
+    metric: str
+    title: str
+    smoothed: bool = True
+    marked: bool = False
+    decorate: object = None  # called with the axes, for a panel's own reference lines and range
+
+
+def plot_arms(rows: list[dict], png_path: Path, panels: list[Panel], shape: tuple[int, int], figsize, dpi: int,
+              smooth: int = 5) -> None:
+    """Each panel's metric per arm: the seeds' mean as a line, their range as a band."""
     try:
         import matplotlib
 
@@ -188,33 +206,46 @@ def plot(rows: list[dict], png_path: Path, smooth: int = 5) -> None:
     except ImportError:
         print("matplotlib is not installed: no PNG (pip install matplotlib)")
         return
-    titles = {"template_entropy": "template entropy of the rollouts (bits)", "entropy": "policy entropy",
-              "pass@1": "eval pass@1", "pass@16": "eval pass@16"}
-    fig, axes = plt.subplots(1, len(PANELS), figsize=(18, 4))
-    for ax, metric in zip(axes, PANELS):
+    fig, axes = plt.subplots(*shape, figsize=figsize, squeeze=False)
+    for ax, panel in zip(axes.flat, panels):
         for arm, seeds in by_arm_seed(rows).items():
             curves = {}
             for seed, seed_rows in seeds.items():
-                points = [(r["step"], r[metric]) for r in seed_rows if r.get(metric) is not None]
-                if metric in TEMPLATE_METRICS + TRAIN_METRICS:  # per-step values over 4 prompts are noisy
+                points = [(r["step"], r[panel.metric]) for r in seed_rows if r.get(panel.metric) is not None]
+                if panel.smoothed:
                     points = [(s, statistics.mean(v for _, v in points[max(0, i - smooth + 1):i + 1]))
                               for i, (s, _) in enumerate(points)]
                 curves[seed] = dict(points)
             steps = sorted(set.intersection(*(set(c) for c in curves.values())))
             per_step = [[c[s] for c in curves.values()] for s in steps]
             line, = ax.plot(steps, [statistics.mean(v) for v in per_step], label=arm, linewidth=2,
-                            marker="o" if metric in EVAL_METRICS else None)
+                            marker="o" if panel.marked else None)
             ax.fill_between(steps, [min(v) for v in per_step], [max(v) for v in per_step],
                             color=line.get_color(), alpha=0.2)
-        ax.set_title(titles[metric])
+        ax.set_title(panel.title)
         ax.set_xlabel("step")
-        if metric == "template_entropy":  # the whole range, so noise does not look like a trend
-            ax.axhline(math.log2(len(TEMPLATES)), color="grey", linestyle="--", linewidth=1)
-            ax.set_ylim(0, 1.7)
-    axes[0].legend()
+        if panel.decorate:
+            panel.decorate(ax)
+    axes.flat[0].legend()
     fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
+    fig.savefig(png_path, dpi=dpi)
     print(f"wrote {png_path}")
+
+
+def _template_entropy_range(ax) -> None:
+    """The whole range, so noise does not look like a trend."""
+    ax.axhline(math.log2(len(TEMPLATES)), color="grey", linestyle="--", linewidth=1)
+    ax.set_ylim(0, 1.7)
+
+
+PANELS = [Panel("template_entropy", "template entropy of the rollouts (bits)", decorate=_template_entropy_range),
+          Panel("entropy", "policy entropy"),
+          Panel("pass@1", "eval pass@1", smoothed=False, marked=True),
+          Panel("pass@16", "eval pass@16", smoothed=False, marked=True)]
+
+
+def plot(rows: list[dict], png_path: Path) -> None:
+    plot_arms(rows, png_path, PANELS, (1, len(PANELS)), (18, 4), dpi=110)
 
 
 def main():

@@ -24,11 +24,8 @@ Not part of `make test`. A run whose event log already ends in `succeeded` is re
 """
 import argparse
 import csv
-import json
 import os
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -41,17 +38,18 @@ from rl.events import read_events  # noqa: E402
 from rl.methods import validate_hyperparameters  # noqa: E402
 from rl.policy import heldout_problems  # noqa: E402
 from scripts.experiments.corpus import FIGURE1  # noqa: E402
-from scripts.experiments.mechanism import ARMS, by_arm_seed, is_finished, window_mean, write_jsonl  # noqa: E402
+from scripts.experiments import mechanism  # noqa: E402
+from scripts.experiments.mechanism import ARMS, Panel, by_arm_seed, plot_arms, window_mean, write_jsonl  # noqa: E402
 
 SIZES = {**FIGURE1, "prompts_per_update": 1, "learning_rate": 1e-4, "eval_samples": 32}
 TRAIN_METRICS = ["entropy", "response_length/mean", "pass@1", "pass@16", "unique_answers", "majority_ratio",
                  "label_accuracy", "reward_accuracy"]
 EVAL_METRICS = ["pass@1", "pass@16", "maj@16"]
 COLUMNS = TRAIN_METRICS + [f"eval_{m}" for m in EVAL_METRICS]
-PANELS = ["entropy", "pass@1", "pass@16", "unique_answers", "label_accuracy", "eval_pass@16"]
-TITLES = {"entropy": "policy entropy", "pass@1": "pass@1 (training prompts)", "pass@16": "pass@16 (training prompts)",
-          "unique_answers": "distinct answers per group", "label_accuracy": "label accuracy of the vote",
-          "eval_pass@16": "eval pass@16 (held-out)"}
+PANELS = [Panel("entropy", "policy entropy"), Panel("pass@1", "pass@1 (training prompts)"),
+          Panel("pass@16", "pass@16 (training prompts)"), Panel("unique_answers", "distinct answers per group"),
+          Panel("label_accuracy", "label accuracy of the vote"),
+          Panel("eval_pass@16", "eval pass@16 (held-out)", smoothed=False, marked=True)]
 
 
 def arm_hyperparameters(arm: str, eval_every: int) -> dict:
@@ -60,27 +58,7 @@ def arm_hyperparameters(arm: str, eval_every: int) -> dict:
 
 
 def train(arm: str, seed: int, args, work: Path, threads: int) -> Path:
-    method, extra = ARMS[arm]
-    name = f"{method}{'-no-novelty' if extra else ''}-seed{seed}"
-    run_dir = work / name
-    if is_finished(run_dir):
-        print(f"{name}: finished earlier, read from {run_dir}", flush=True)
-        return run_dir
-    config = {"method": method, "model": "default", "prompts": str(work / "train.jsonl"),
-              "eval_prompts": str(work / "eval.jsonl"), "embedding_model": None, "max_steps": args.steps,
-              "seed": seed, "hyperparameters": {**SIZES, "eval_every": args.eval_every, **extra}}
-    config_path = work / f"{name}.json"
-    config_path.write_text(json.dumps(config, indent=2))
-    if run_dir.exists():  # an unfinished run: train it again from the start
-        shutil.rmtree(run_dir)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads)}
-    started = time.time()
-    result = subprocess.run([sys.executable, "-m", "rl.train", "--config", str(config_path), "--out", str(run_dir)],
-                            cwd=ROOT, env=env, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise SystemExit(f"{name} failed:\n{result.stderr[-3000:]}")
-    print(f"{name}: {args.steps} steps in {time.time() - started:.0f} s", flush=True)
-    return run_dir
+    return mechanism.train(arm, seed, args, work, threads, model="default", sizes=SIZES)
 
 
 def rows_of(arm: str, seed: int, run_dir: Path, loss_type: str) -> list[dict]:
@@ -141,37 +119,8 @@ def per_seed(rows: list[dict], steps: int, window: int = 5) -> str:
     return "\n".join(lines)
 
 
-def plot(rows: list[dict], png_path: Path, smooth: int = 5) -> None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no PNG (pip install matplotlib)")
-        return
-    fig, axes = plt.subplots(2, 3, figsize=(16, 7.5))
-    for ax, metric in zip(axes.flat, PANELS):
-        for arm, seeds in by_arm_seed(rows).items():
-            curves = {}
-            for seed, seed_rows in seeds.items():
-                points = [(r["step"], r[metric]) for r in seed_rows if r.get(metric) is not None]
-                if not metric.startswith("eval_"):  # per-step values over 4 prompts are noisy
-                    points = [(s, statistics.mean(v for _, v in points[max(0, i - smooth + 1):i + 1]))
-                              for i, (s, _) in enumerate(points)]
-                curves[seed] = dict(points)
-            steps = sorted(set.intersection(*(set(c) for c in curves.values())))
-            per_step = [[c[s] for c in curves.values()] for s in steps]
-            line, = ax.plot(steps, [statistics.mean(v) for v in per_step], label=arm, linewidth=2,
-                            marker="o" if metric.startswith("eval_") else None)
-            ax.fill_between(steps, [min(v) for v in per_step], [max(v) for v in per_step],
-                            color=line.get_color(), alpha=0.2)
-        ax.set_title(TITLES[metric])
-        ax.set_xlabel("step")
-    axes.flat[0].legend()
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=100)
-    print(f"wrote {png_path}")
+def plot(rows: list[dict], png_path: Path) -> None:
+    plot_arms(rows, png_path, PANELS, (2, 3), (16, 7.5), dpi=100)
 
 
 def main():

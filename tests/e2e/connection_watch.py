@@ -138,6 +138,12 @@ class ConnectionWatch:
             else:  # named with its process, so that a failure says who left (a name lookup, most often)
                 self.outside.add(f"{remote}:{port} ({table}) from {_command(inodes[inode])}")
 
+    def assert_only_loopback(self) -> None:
+        """What the watched processes connected to: loopback peers only, and some were seen."""
+        self.sample()
+        assert self.seen, "the connection watch saw no connection at all: it cannot have watched"
+        assert not self.outside, f"connections left loopback: {sorted(self.outside)}"
+
 
 CANARY = r"""
 import socket, sys, time

@@ -188,9 +188,7 @@ def metric_steps(run_id: int) -> list[int]:
 
 def assert_only_loopback(cluster) -> None:
     """What the cluster's processes connected to while it ran: loopback peers only, and some were seen."""
-    cluster.watch.sample()
-    assert cluster.watch.seen, "the connection watch saw no connection at all: it cannot have watched"
-    assert not cluster.watch.outside, f"connections left loopback: {sorted(cluster.watch.outside)}"
+    cluster.watch.assert_only_loopback()
 
 
 # The web image's entrypoint (docker/Dockerfile.web), run outside a container exactly as its CMD says, with the

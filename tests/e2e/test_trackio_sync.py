@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+from contextlib import closing
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -49,7 +50,10 @@ def written(folder, name):
     from evolab_client import trackio_files
 
     found = [(db, run) for db in trackio_files.databases(folder) for run in trackio_files.runs(db) if run["name"] == name]
-    return trackio_files.unread(found[0][0], found[0][1]["id"], 0) if found else 0
+    if not found:
+        return 0
+    with closing(trackio_files.connect(found[0][0])) as connection:
+        return trackio_files.unread(connection, found[0][1]["id"], 0)
 
 
 def history(client, run, key):
@@ -89,8 +93,7 @@ def test_trackio_runs_are_followed_and_imported_each_point_once(live_stack, tran
             read_until(second, "through step 12")
             second.send_signal(signal.SIGTERM)
             assert second.wait(timeout=30) == 130
-        assert not watch.outside, f"left loopback: {watch.outside}"
-        assert watch.seen, "the watch saw no connection at all"
+        watch.assert_only_loopback()
     finally:
         for process in processes.values():
             if process.poll() is None:

@@ -10,44 +10,21 @@ import pytest
 from django.contrib.auth import get_user_model
 
 from tests.e2e.helpers import Api
+from tests.e2e.test_trl_reporting import TRAIN
 from tests.e2e.test_verl_sync import wait
 from tests.factories import make_team
 from webapp.accounts.models import ApiToken
 
 pytestmark = pytest.mark.e2e
 
-TRAIN = r"""
-import sys
-from datasets import Dataset
-from trl import GRPOConfig, GRPOTrainer
-
-logger, out = sys.argv[1], sys.argv[2]
-rows = [{"prompt": [{"role": "user", "content": "Tom has 3 apples and gets 4 more. How many apples does Tom have?"}],
-         "answer": "7"},
-        {"prompt": [{"role": "user", "content": "What is 12 - 5?"}], "answer": "7"}]
-
-def boxed_answer(completions, answer, **kwargs):
-    return [1.0 if "\\boxed{" + a + "}" in c[0]["content"] else 0.0 for c, a in zip(completions, answer)]
-
-def brevity(completions, **kwargs):
-    return [-len(c[0]["content"]) / 100 for c in completions]
-
-args = GRPOConfig(output_dir=out, max_steps=2, per_device_train_batch_size=8, num_generations=4,
-                  max_completion_length=24, logging_steps=1, use_cpu=True, save_strategy="no", disable_tqdm=True,
-                  report_to=[logger], run_name="trl-" + logger, seed=0, log_completions=True,
-                  reward_weights=[1.0, 0.5])
-trainer = GRPOTrainer(model="rl/assets/default_policy", reward_funcs=[boxed_answer, brevity], args=args,
-                      train_dataset=Dataset.from_list(rows))
-trainer.train()
-print("TRAINED", flush=True)
-"""
 
 
 def train(logger, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path),
            "WANDB_SILENT": "true", "TENSORBOARD_LOGGING_DIR": str(tmp_path / "tb" / "trl-tensorboard")}
-    done = subprocess.run([sys.executable, "-c", TRAIN, logger, str(tmp_path / logger)], env=env, capture_output=True,
-                          text=True, timeout=400)
+    done = subprocess.run([sys.executable, TRAIN, str(tmp_path / logger), "--name", f"trl-{logger}", "--report-to",
+                           logger, "--log-completions", "--reward-weights", "1.0", "0.5"], env=env,
+                          capture_output=True, text=True, timeout=400)
     assert done.returncode == 0 and "TRAINED" in done.stdout, done.stderr[-4000:]
 
 

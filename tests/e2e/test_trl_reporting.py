@@ -16,42 +16,18 @@ from webapp.accounts.models import ApiToken
 
 pytestmark = pytest.mark.e2e
 
-TRAIN = r"""
-import json, os, sys
-from datasets import Dataset
-from trl import GRPOConfig, GRPOTrainer
-
-mode, out = sys.argv[1], sys.argv[2]
-# conversational prompts: TRL applies the policy's chat template, and completions come back as messages
-rows = [{"prompt": [{"role": "user", "content": "Tom has 3 apples and gets 4 more. How many apples does Tom have?"}],
-         "answer": "7"},
-        {"prompt": [{"role": "user", "content": "What is 12 - 5?"}], "answer": "7"}]
-
-def boxed_answer(completions, answer, **kwargs):
-    return [1.0 if "\\boxed{" + a + "}" in c[0]["content"] else 0.0 for c, a in zip(completions, answer)]
-
-def brevity(completions, **kwargs):
-    return [-len(c[0]["content"]) / 100 for c in completions]
-
-args = GRPOConfig(output_dir=out, max_steps=2, per_device_train_batch_size=8, num_generations=4,
-                  max_completion_length=24, logging_steps=1, use_cpu=True, save_strategy="no", disable_tqdm=True,
-                  report_to=["mlflow"] if mode in ("mlflow", "both") else [], run_name="trl-" + mode, seed=0)
-trainer = GRPOTrainer(model="rl/assets/default_policy", reward_funcs=[boxed_answer, brevity], args=args,
-                      train_dataset=Dataset.from_list(rows))
-if mode in ("callback", "both"):  # "both": the README's recipe, report_to="mlflow" and the callback
-    from evolab_client.trl import EvolabCallback
-    trainer.add_callback(EvolabCallback(name="trl-" + mode, experiment="trl-tests"))
-trainer.train()
-print("TRAINED", flush=True)
-"""
+TRAIN = "tests/e2e/trl_train.py"
 
 
 def train(live_stack, token, mode, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": f"{live_stack.url}/mlflow",
            "MLFLOW_TRACKING_TOKEN": token, "MLFLOW_EXPERIMENT_NAME": "trl-tests", "EVOLAB_URL": live_stack.url,
            "EVOLAB_TOKEN": token}
-    done = subprocess.run([sys.executable, "-c", TRAIN, mode, str(tmp_path / mode)], env=env, capture_output=True,
-                          text=True, timeout=400)
+    options = {"mlflow": ["--report-to", "mlflow"], "callback": ["--callback"],
+               # the README's recipe: report_to="mlflow" and the callback, which reports to the run MLflow's made
+               "both": ["--report-to", "mlflow", "--callback"]}[mode]
+    done = subprocess.run([sys.executable, TRAIN, str(tmp_path / mode), "--name", f"trl-{mode}", *options], env=env,
+                          capture_output=True, text=True, timeout=400)
     assert done.returncode == 0 and "TRAINED" in done.stdout, done.stderr[-4000:]
 
 

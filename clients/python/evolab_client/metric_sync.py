@@ -143,15 +143,23 @@ class TrackioSource:
         self.database, self.trackio_run = Path(database), run
         self.directory = self.database.parent
         self.state_name = f".evolab-sync-trackio-{self.database.stem}-{run['id']}.json"
+        self._connection = None
+
+    @property
+    def connection(self):
+        """One read-only connection for the follower's every poll, opened at the first."""
+        if self._connection is None:
+            self._connection = trackio_files.connect(self.database)
+        return self._connection
 
     def files(self) -> list[Path]:
         return [self.database]
 
     def unread(self, path: Path, offset: int) -> int:
-        return trackio_files.unread(path, self.trackio_run["id"], offset)
+        return trackio_files.unread(self.connection, self.trackio_run["id"], offset)
 
     def read(self, path: Path, offset: int, state: dict, limit: int) -> tuple[Read, int]:
-        points, skipped, last = trackio_files.read(path, self.trackio_run["id"], offset, limit)
+        points, skipped, last = trackio_files.read(self.connection, self.trackio_run["id"], offset, limit)
         run = self.trackio_run
         return Read(points=points, params=run["config"] if offset == 0 else {}, skipped=skipped,
                     run={"name": run["name"], "experiment": run["project"], "tags": {"trackio.run_id": run["id"]}}), last
@@ -202,6 +210,7 @@ class MetricSync:
                 if found is None or found.id != self.state["run"]:
                     raise SystemExit(f"evolab: {self.state_path} sends this folder to run {self.state['run']}, not "
                                      f"{self.wanted_run}: give another --state file to send it elsewhere")
+                return found  # the run the state file names, found by the name given
             found = self.client.find_run(str(self.state["run"]))
             if found is None:
                 raise SystemExit(f"evolab: run {self.state['run']} (from {self.state_path}) is gone")

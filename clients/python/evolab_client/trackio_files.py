@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from contextlib import closing
 from datetime import datetime
 from pathlib import Path
 
@@ -20,14 +21,15 @@ def databases(directory) -> list[Path]:
     return sorted(Path(directory).glob("*.db"))
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    # read-only: a sync never writes to the database the trainer is writing
+def connect(path: Path) -> sqlite3.Connection:
+    """Read-only: a sync never writes to the database the trainer is writing. Each SELECT on it sees the rows
+    committed before it (sqlite3 opens no transaction for a read), so a follower keeps one for the run."""
     return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30)
 
 
 def runs(path: Path) -> list[dict]:
     """The runs of one project's database: id, name and config, in the order they started."""
-    with _connect(path) as connection:
+    with closing(connect(path)) as connection:
         found = {run_id: name for run_id, name in connection.execute(
             "SELECT run_id, run_name FROM metrics GROUP BY run_id ORDER BY min(id)")}
         configs = {run_id: (name, text) for run_id, name, text in connection.execute(
@@ -47,17 +49,15 @@ def _config(text) -> dict:
     return flatten({k: v for k, v in config.items() if not k.startswith("_")}) if isinstance(config, dict) else {}
 
 
-def unread(path: Path, run_id: str, after: int) -> int:
-    with _connect(path) as connection:
-        return connection.execute("SELECT count(*) FROM metrics WHERE run_id = ? AND id > ?", (run_id, after)).fetchone()[0]
+def unread(connection: sqlite3.Connection, run_id: str, after: int) -> int:
+    return connection.execute("SELECT count(*) FROM metrics WHERE run_id = ? AND id > ?", (run_id, after)).fetchone()[0]
 
 
-def read(path: Path, run_id: str, after: int, limit: int) -> tuple[list[Point], dict, int]:
+def read(connection: sqlite3.Connection, run_id: str, after: int, limit: int) -> tuple[list[Point], dict, int]:
     """The points of up to `limit` rows of the run after row id `after`, the values skipped by kind, and the last
     row id read."""
-    with _connect(path) as connection:
-        rows = connection.execute("SELECT id, step, timestamp, metrics FROM metrics WHERE run_id = ? AND id > ? "
-                                  "ORDER BY id LIMIT ?", (run_id, after, limit)).fetchall()
+    rows = connection.execute("SELECT id, step, timestamp, metrics FROM metrics WHERE run_id = ? AND id > ? "
+                              "ORDER BY id LIMIT ?", (run_id, after, limit)).fetchall()
     points, skipped, last = [], {}, after
     for row_id, step, timestamp, text in rows:
         last = row_id
