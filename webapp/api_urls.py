@@ -19,7 +19,8 @@ urlpatterns = [
     path("runs/<id:pk>/transitions", runs.run_transitions),
     path("runs/<id:pk>/live-state", runs.run_live_state),
     path("runs/<id:pk>/alerts", runs.run_alerts),
-    path("runs/<id:pk>/metrics", runs.run_metrics),
+    # a run's metrics: read (any run), imported from a logger's files (a run trained elsewhere: evolab sync)
+    path("runs/<id:pk>/metrics", by_method(GET=runs.run_metrics, POST=external.post_metrics)),
     path("runs/<id:pk>/metrics/export", explorer.run_metrics_export),
     path("compare", runs.compare),
     # a run's rollouts: read (any run), reported (a run trained elsewhere, DESIGN §4.8)

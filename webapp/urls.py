@@ -6,7 +6,7 @@ from django.views.generic import RedirectView
 
 from webapp.accounts.set_password import SetPasswordView
 from webapp.accounts.sign_in import SignInView
-from webapp.external.views import eval_generations
+from webapp.external.views import eval_generations, imports
 from webapp.runs.views import healthz
 
 urlpatterns = [
@@ -24,6 +24,7 @@ urlpatterns = [
     path("teams/", include("webapp.accounts.urls")),
     path("teams/", include("webapp.alerts.urls")),
     path("runs/<id:pk>/evaluation/", eval_generations, name="eval_generations"),
+    path("imports/", imports, name="imports"),
     path("", include("webapp.explorer.urls")),  # before the runs' runs/<id>/<action>/
     path("", include("webapp.runs.urls")),
 ]

@@ -1,4 +1,5 @@
-"""Evolab's own API for runs trained elsewhere (DESIGN §4.8): the rollouts endpoint."""
+"""Evolab's own API for runs trained elsewhere (DESIGN §4.8): the rollouts endpoint, and the metrics endpoint a
+logger's files are imported through (imports.py)."""
 from django.http import JsonResponse
 
 from webapp.accounts.access import require_role
@@ -7,6 +8,7 @@ from webapp.api import api_view, error
 from webapp.numbers import whole_number
 from webapp.runs.models import Run
 
+from . import imports
 from .rollouts import RolloutLineError, parse_lines, receive
 
 
@@ -33,3 +35,19 @@ def post_rollouts(request, pk):
             body["field"] = exc.field
         return JsonResponse(body, status=400)
     return JsonResponse(receive(run, rollouts, complete_through))
+
+
+@api_view(["POST"])
+def post_metrics(request, pk):
+    """A logger's points for a run trained elsewhere, many a request, charted before the answer (imports.py)."""
+    run = Run.objects.visible_to(request.user).filter(pk=pk).first()
+    if run is None:
+        return error(f"no run with id {pk}", 404)
+    require_role(request.user, run.team_id, Membership.MEMBER)
+    if not run.is_external:
+        return error(f"run {run.pk} is trained by Evolab: its metrics come from its own trainer", 409, field="run")
+    try:
+        points, sync = imports.parse(request.body)
+    except imports.PointsError as exc:
+        return error(str(exc), field=exc.field)
+    return JsonResponse(imports.receive(run.pk, points, sync))

@@ -36,6 +36,8 @@ from .queues import external_queue
 
 log = logging.getLogger(__name__)
 
+# the steps the charts hold, those the metric store does (MetricPoint.step is 32-bit, and a run's steps count from 0)
+CHART_STEPS = (0, 2**31 - 1)
 # the points one transaction charts: a backlog (a trainer that logged while the workers were away) is charted in
 # turns of this many, each committed, so one turn never holds the run's lock for long
 BATCH_POINTS = 20_000
@@ -83,6 +85,26 @@ def chart_waiting(run_id: int) -> dict:
             bulk.fetch(f"DELETE FROM {UNCHARTED} WHERE id IN ({bulk.placeholders(ids)})", ids)
             charted += len(rows)
         _keep_memory(run)  # ingestion leaves it on the run once the transaction has committed
+
+
+def chart_now(run_id: int, points: list[tuple]) -> int:
+    """Chart points a request brings whole (evolab sync's import of a logger's files, imports.py) at once, as
+    chart_waiting charts what waits: (key, timestamp, step, value, is_nan) each, in turns of about BATCH_POINTS cut
+    between steps, each turn a transaction under the run's row lock. Returns how many steps were charted."""
+    points = sorted((p for p in points if CHART_STEPS[0] <= p[2] <= CHART_STEPS[1]), key=lambda p: p[2])
+    steps, start = 0, 0
+    while start < len(points):
+        end = min(start + BATCH_POINTS, len(points))
+        while end < len(points) and points[end][2] == points[end - 1][2]:  # a step is charted in one turn
+            end += 1
+        with transaction.atomic():
+            run = Run.objects.select_for_update(no_key=True).filter(pk=run_id).first()
+            if run is None:
+                return steps
+            steps += _chart(run, [(None, *point) for point in points[start:end]])
+        _keep_memory(run)
+        start = end
+    return steps
 
 
 def _unmark(run: Run) -> None:

@@ -14,6 +14,7 @@ import math
 from django.db import connection, transaction
 
 from webapp import bulk
+from webapp.metrics import series
 
 from .mlflow_protocol import invalid
 from .models import LatestMetric, LoggedMetric, UnchartedMetric
@@ -39,22 +40,13 @@ def record(run_id: int, points: list[tuple[str, float, int, int]], chart_steps: 
     _update_latest_metrics_if_necessary compares them. The new points within `chart_steps` wait for the charts
     (UnchartedMetric, charting.py). One statement on PostgreSQL, one transaction on SQLite. Returns how many
     points wait for the charts."""
-    rows, latest = [], {}
-    for key, value, timestamp, step in points:
-        value, is_nan = stored(value)
-        row = (run_id, key, timestamp, step, value, is_nan)
-        rows.append(row)
-        if key not in latest or _later(row, latest[key]):
-            latest[key] = row
+    rows, latest = _rows(run_id, points)
     if not rows:
         return 0
     names = ", ".join(bulk.quoted(c) for c in _COLUMNS)
-    step, stamp, value = (bulk.quoted(c) for c in ("step", "timestamp", "value"))
+    step = bulk.quoted("step")
     newest = list(latest.values())
-    upsert_tail = (f"ON CONFLICT (run_id, {bulk.quoted('key')}) DO UPDATE "
-                   f"SET {stamp} = excluded.{stamp}, {step} = excluded.{step}, {value} = excluded.{value}, "
-                   f"is_nan = excluded.is_nan WHERE (excluded.{step}, excluded.{stamp}, excluded.{value}) > "
-                   f"({LATEST}.{step}, {LATEST}.{stamp}, {LATEST}.{value})")
+    upsert_tail = _latest_upsert()
     if connection.vendor == "postgresql":
         # the points, those of them that are new waiting for the charts, and the latest values, in one round trip;
         # as arrays, so that the statement's text is the same whatever the batch (psycopg's cache of it holds)
@@ -79,6 +71,41 @@ def record(run_id: int, points: list[tuple[str, float, int, int]], chart_steps: 
         bulk.fetch(f"INSERT INTO {LATEST} ({names}) VALUES {', '.join([one] * len(newest))} {upsert_tail}",
                    [v for row in newest for v in row])
     return len(waiting)
+
+
+def keep_latest(run_id: int, points: list[tuple[str, float, int, int]]) -> None:
+    """Each key's latest value only, moved as record() moves it, for points kept elsewhere: a logger's files
+    imported by `evolab sync` (imports.py) are kept by the charts, and get-history reads them there."""
+    _, latest = _rows(run_id, points)
+    if not latest:
+        return
+    names = ", ".join(bulk.quoted(c) for c in _COLUMNS)
+    one = "(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"
+    bulk.fetch(f"INSERT INTO {LATEST} ({names}) VALUES {', '.join([one] * len(latest))} {_latest_upsert()} RETURNING 1",
+               [v for row in latest.values() for v in row])
+
+
+def _rows(run_id: int, points) -> tuple[list[tuple], dict]:
+    """(run_id, key, timestamp, step, value, is_nan) rows of (key, value, timestamp, step) points, as stored, and
+    each key's latest of them."""
+    rows, latest = [], {}
+    for key, value, timestamp, step in points:
+        value, is_nan = stored(value)
+        row = (run_id, key, timestamp, step, value, is_nan)
+        rows.append(row)
+        if key not in latest or _later(row, latest[key]):
+            latest[key] = row
+    return rows, latest
+
+
+def _latest_upsert() -> str:
+    """MLflow's _update_latest_metrics_if_necessary: a key's latest value moves only to a later (step, timestamp,
+    value)."""
+    key, stamp, value = (bulk.quoted(c) for c in ("key", "timestamp", "value"))
+    return (f"ON CONFLICT (run_id, {key}) DO UPDATE SET {stamp} = excluded.{stamp}, step = excluded.step, "
+            f"{value} = excluded.{value}, is_nan = excluded.is_nan "
+            f"WHERE (excluded.step, excluded.{stamp}, excluded.{value}) > ({LATEST}.step, {LATEST}.{stamp}, "
+            f"{LATEST}.{value})")
 
 
 # a batch's columns as PostgreSQL arrays, one row per point (key, timestamp, step, value, is_nan)
@@ -119,6 +146,9 @@ def history_json(run_id: int, key: str, page_token: str | None, max_results: int
         f"SELECT {bulk.quoted('timestamp')}, step, {bulk.quoted('value')}, is_nan FROM {LOGGED} "
         f"WHERE run_id = %s AND {bulk.quoted('key')} = %s ORDER BY {bulk.quoted('timestamp')}, step, "
         f"{bulk.quoted('value')}{limit}", [run_id, key])
+    if not rows and not (offset and _logged(run_id, key)):  # a key only charted: its page of the charts' points
+        charted = [(t, s, 0.0 if math.isnan(v) else v, math.isnan(v)) for t, s, v in _charted(run_id, key)]
+        rows = charted[offset:offset + max_results + 1] if max_results is not None else charted[offset:]
     more = max_results is not None and len(rows) > max_results
     rows = rows[:max_results] if more else rows
     head = '{"key":' + json.dumps(key) + ',"value":'
@@ -142,7 +172,28 @@ def points(run_id: int, key: str, order: str = "timestamp", steps: tuple[int, in
         f"SELECT {bulk.quoted('timestamp')}, step, {bulk.quoted('value')}, is_nan FROM {LOGGED} "
         f"WHERE run_id = %s AND {bulk.quoted('key')} = %s{where} ORDER BY {', '.join(columns)}, is_nan"
         f"{f' LIMIT {int(limit)}' if limit is not None else ''}", params)
+    if not rows:
+        rows = [(t, s, v, False) for t, s, v in _charted(run_id, key, order)
+                if steps is None or steps[0] <= s <= steps[1]][:limit]
     return [(timestamp, step, math.nan if is_nan else value) for timestamp, step, value, is_nan in rows]
+
+
+def _logged(run_id: int, key: str) -> bool:
+    return bool(bulk.fetch(f"SELECT 1 FROM {LOGGED} WHERE run_id = %s AND {bulk.quoted('key')} = %s LIMIT 1",
+                           [run_id, key]))
+
+
+def _charted(run_id: int, key: str, order: str = "timestamp") -> list[tuple[int, int, float]]:
+    """[(timestamp, step, value)] of a key never logged through MLflow's protocol but charted: a logger's files
+    imported by `evolab sync` (imports.py), whose points only the charts keep. One value a step, its time the
+    step's own (ms); a NaN or ±inf logged is a gap on the chart and comes back as NaN."""
+    found = series.read([run_id], [key])[run_id].get(key)
+    if found is None:
+        return []
+    columns = found.lists()
+    rows = [(round(t * 1000) if t is not None else 0, s, math.nan if v is None else v)
+            for s, v, t in zip(columns["steps"], columns["values"], columns["times"])]
+    return sorted(rows, key=(lambda r: (r[1], r[0])) if order == "step" else (lambda r: (r[0], r[1])))
 
 
 _NAN = '"NaN"'  # NaN as protobuf's JSON writes it

@@ -179,3 +179,38 @@ class EvalGeneration(models.Model):
     class Meta:
         ordering = ["step", "index"]
         constraints = [models.UniqueConstraint(fields=["run", "step", "index"], name="one_eval_generation_per_index")]
+
+
+class LoggerImport(models.Model):
+    """What `evolab sync wandb|tensorboard|trackio` read of a logger's files into a run (imports.py): the logger, the
+    folder on the host that read it, and the sync's running totals (points and rollouts sent, values skipped by
+    kind), as its last request said. The imports page lists them."""
+
+    LOGGER_NAMES = {"wandb": "W&B", "tensorboard": "TensorBoard", "trackio": "Trackio"}
+    LOGGERS = tuple(LOGGER_NAMES)
+
+    run = models.OneToOneField(Run, primary_key=True, on_delete=models.CASCADE, related_name="logger_import")
+    logger = models.CharField(max_length=20)
+    folder = models.CharField(max_length=1000)
+    host = models.CharField(max_length=200, blank=True)
+    files = models.IntegerField(default=0)
+    points = models.BigIntegerField(default=0)
+    rollouts = models.BigIntegerField(default=0)
+    skipped = models.JSONField(default=dict)  # {kind: count}: media, histograms, tables that are not completions
+    started_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-updated_at"]
+
+    def __str__(self):
+        return f"{self.logger} import into run {self.run_id}"
+
+    @property
+    def logger_name(self) -> str:
+        return self.LOGGER_NAMES.get(self.logger, self.logger)
+
+    @property
+    def skipped_text(self) -> str:
+        """"3 histogram, 1 image", by kind; "nothing" when nothing was skipped."""
+        return ", ".join(f"{count} {kind}" for kind, count in sorted(self.skipped.items())) or "nothing"

@@ -24,10 +24,9 @@ from .mlflow_protocol import (MAX_RUN_NAME_LENGTH, STATE_OF_STATUS, MlflowError,
                               number)
 from .models import Experiment, ExternalRun
 
-# MLflow takes any 64-bit step; the charts hold the steps the metric store does (MetricPoint.step is 32-bit, and a
-# run's steps count from 0): the others are kept for get-history alone (logged_metrics.py)
+# MLflow takes any 64-bit step; the charts hold fewer (charting.CHART_STEPS): the others are kept for get-history
+# alone (logged_metrics.py)
 STEP_RANGE = (-(2**63), 2**63 - 1)
-CHART_STEPS = (0, 2**31 - 1)
 # Tags Evolab reads (docs/external-runs.md); evolab.run_id is written by Evolab alone.
 RUN_NAME_TAG, METHOD_TAG, ANSWER_RULE_TAG, TRAINER_TAG, RUN_ID_TAG = (
     "mlflow.runName", "evolab.method", "evolab.answer_rule", "evolab.trainer", "evolab.run_id")
@@ -249,7 +248,7 @@ def _keep_points(external: ExternalRun, points: list[tuple[str, float, int, int]
     at once) and ask a worker to chart the new ones (charting.py: each step's latest value, through ingestion like
     any run's metrics; a step logged again by a resumed run, or an asynchronous client's batch arriving late, shows
     its later value)."""
-    if logged_metrics.record(external.run.pk, points, CHART_STEPS):
+    if logged_metrics.record(external.run.pk, points, charting.CHART_STEPS):
         transaction.on_commit(lambda: charting.request(external.run))
 
 

@@ -1,5 +1,5 @@
-"""Pages of runs trained elsewhere: where the links the MLflow client prints lead, and a run's evaluation
-generations (verl's validation files, artifacts.py)."""
+"""Pages of runs trained elsewhere: where the links the MLflow client prints lead, a run's evaluation
+generations (verl's validation files, artifacts.py), and the runs imported from a logger's files (imports.py)."""
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
@@ -8,9 +8,10 @@ from django.urls import reverse
 from webapp.accounts.access import teams_of
 from webapp.runs.models import Run
 
-from .models import EvalGeneration, Experiment
+from .models import EvalGeneration, Experiment, LoggerImport
 
 MAX_GENERATIONS_SHOWN = 500
+MAX_IMPORTS_SHOWN = 500
 
 
 def mlflow_link(request):
@@ -51,3 +52,14 @@ def eval_generations(request, pk):
     return render(request, "external/eval_generations.html", {
         "run": run, "steps": steps, "step": step, "generations": shown[:MAX_GENERATIONS_SHOWN],
         "more": len(shown) > MAX_GENERATIONS_SHOWN, "score_mean": sum(scores) / len(scores) if scores else None})
+
+
+@login_required
+def imports(request):
+    """The runs brought in from a logger's files (`evolab sync wandb|tensorboard|trackio`) that the user may see, the
+    latest sync first: where the files were, and what each sync read, sent and skipped, as its last request said."""
+    found = (LoggerImport.objects.filter(run__in=Run.objects.visible_to(request.user))
+             .select_related("run", "run__team")[:MAX_IMPORTS_SHOWN + 1])
+    rows = list(found)
+    return render(request, "external/imports.html", {"imports": rows[:MAX_IMPORTS_SHOWN],
+                                                      "more": len(rows) > MAX_IMPORTS_SHOWN})

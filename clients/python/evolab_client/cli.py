@@ -61,7 +61,7 @@ def main(argv=None) -> int:
         logger.add_argument("--once", action="store_true", help="import what is there and exit instead of "
                             "following: the run ends as the files say (TensorBoard's files never say: finished)")
         logger.add_argument("--state", help="where the position is kept (default DIR/.evolab-sync.json)")
-        logger.add_argument("--poll", type=float, default=0.5, help="seconds between looks at the files (default 0.5)")
+        logger.add_argument("--poll", type=float, default=0.2, help="seconds between looks at the files (default 0.2)")
         logger.add_argument("--url", help="Evolab's address (default: EVOLAB_URL)")
         logger.add_argument("--token", help="API token (default: EVOLAB_TOKEN)")
     args = parser.parse_args(argv)

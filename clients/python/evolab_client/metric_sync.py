@@ -1,11 +1,13 @@
 """`evolab sync wandb|tensorboard|trackio DIR`: a logger's files into an Evolab run, live or archived.
 
 A run folder's files are read from where the last read stopped, only whole records (a file being written is read
-up to its last complete record), and each point goes to the run through MLflow's log-batch, so Evolab maps the
+up to its last complete record), and the points go to the run through Evolab's metrics endpoint (`POST
+/api/runs/{id}/metrics`, up to 50,000 points a request as columns, charted before it answers), so Evolab maps the
 trainer's metric names (verl, TRL, OpenRLHF) and charts them as it does for a run logged through MLflow. The position
 (bytes read of each file) is written to a state file once what was read is stored; a restarted sync reads the state
-file and goes on from there. Points read twice (killed between storing and recording) are stored once: Evolab, as
-MLflow, keeps one row per (key, step, timestamp, value), and the timestamps are the logger's own.
+file and goes on from there. Points read twice (killed between storing and recording) are stored once: a step charted
+again with the values it holds changes nothing. Each request also carries the sync's running totals (points,
+rollouts, values skipped by kind), which Evolab's imports page shows.
 
 The run: `--run` names an existing one; otherwise the first sync creates one in the experiment and with the name the
 run's own files give (W&B's project and run name; Trackio's project and run name; TensorBoard: the folder's name,
@@ -15,7 +17,9 @@ with the logged config as its parameters, and the state file keeps its id for ev
 from __future__ import annotations
 
 import json
+import math
 import os
+import socket
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +30,7 @@ from . import trackio_files
 from .completions import rollouts_from_table
 
 STATE_FILE = ".evolab-sync.json"
-POINTS_PER_REQUEST = 1000  # MLflow's log-batch limit
+POINTS_PER_REQUEST = 50_000  # of Evolab's metrics endpoint (at most 100,000)
 PARAMS_PER_REQUEST = 100
 MAX_PARAM_VALUE = 6000
 READ_BYTES = 8 * 1024 * 1024
@@ -178,7 +182,7 @@ class MetricSync:
     """Follows one run folder of a logger into one Evolab run; `state_path` keeps the position between runs."""
 
     def __init__(self, client: Evolab, source, run: str | None = None, experiment: str | None = None,
-                 name: str | None = None, trainer: str | None = None, state_path=None, poll_seconds: float = 1.0,
+                 name: str | None = None, trainer: str | None = None, state_path=None, poll_seconds: float = 0.2,
                  log=print):
         self.client, self.source, self.log = client, source, log
         self.wanted_run, self.experiment, self.name, self.trainer = run, experiment, name, trainer
@@ -266,10 +270,9 @@ class MetricSync:
         if self.run is None:
             self.run = self._resolve_run()
         self._send_params(read.params)
-        metrics = [{"key": p.key[:250], "value": p.value, "timestamp": p.timestamp, "step": p.step} for p in read.points]
-        for i in range(0, len(metrics), POINTS_PER_REQUEST):
-            self.client.mlflow("runs/log-batch", {"run_id": self.run.mlflow_run_id,
-                                                  "metrics": metrics[i:i + POINTS_PER_REQUEST]})
+        points = [p for p in read.points if 0 <= p.step < 2**31]  # the steps a chart holds
+        if len(points) < len(read.points):
+            read.skipped["step outside 0..2^31-1"] = len(read.points) - len(points)
         for step, lines in read.rollouts:  # each table is one step's whole batch; stored once however often sent
             for start in range(0, len(lines), 1000):
                 self.client.post_rollouts(self.run.id, lines[start:start + 1000],
@@ -278,13 +281,35 @@ class MetricSync:
             self.log(f"evolab: {len(lines)} rollouts of step {step} stored")
         for kind, count in read.skipped.items():
             self.state["skipped"][kind] = self.state["skipped"].get(kind, 0) + count
-        self.state["points"] += len(metrics)
-        self.sent += len(metrics)
-        if metrics:
-            self.log(f"evolab: {len(metrics)} points stored, through step {max(p.step for p in read.points)}")
+        self._send_points(points)
+        self.state["points"] += len(points)
+        self.sent += len(points)
+        if points:
+            self.log(f"evolab: {len(points)} points stored, through step {max(p.step for p in points)}")
         if read.finished is not None and self.state["finished"] is None:
             self.finish("FINISHED" if read.finished else "FAILED")
-        return len(metrics)
+        return len(points)
+
+    def _send_points(self, points: list) -> None:
+        """Through Evolab's metrics endpoint (`POST /api/runs/{id}/metrics`), POINTS_PER_REQUEST a request as
+        columns, charted before it answers; the last request carries the sync's totals for the imports page. A
+        request is sent even without points when only the totals changed (values skipped, rollouts)."""
+        keys: dict[str, int] = {}
+        rows = [[keys.setdefault(p.key[:250], len(keys)), p.step, p.timestamp, _json_number(p.value)] for p in points]
+        names = list(keys)
+        for start in range(0, max(len(rows), 1), POINTS_PER_REQUEST):
+            last = start + POINTS_PER_REQUEST >= len(rows)
+            body = {"keys": names, "points": rows[start:start + POINTS_PER_REQUEST]}
+            if last:
+                body["sync"] = self._totals(len(points))
+            self.client.post(f"/api/runs/{int(self.run.id)}/metrics", body)
+
+    def _totals(self, sending: int) -> dict:
+        """What the imports page shows of this sync: its running totals once this request is stored."""
+        return {"logger": self.source.name, "folder": str(Path(self.source.directory).resolve())[:1000],
+                "host": socket.gethostname()[:200], "files": len(self.state["files"]),
+                "points": self.state["points"] + sending, "rollouts": self.state.get("rollouts", 0),
+                "skipped": {kind[:40]: count for kind, count in self.state["skipped"].items()}}
 
     def _send_params(self, params: dict) -> None:
         """The config as the run's parameters, each key once: MLflow's params never change, so a value the logger
@@ -325,6 +350,13 @@ class MetricSync:
         rollouts = self.state.get("rollouts", 0)
         return (f"evolab: {self.state['points']} points sent to run {self.state['run']}"
                 + (f", {rollouts} rollouts" if rollouts else "") + (f"; skipped {skipped}" if skipped else ""))
+
+
+def _json_number(value: float):
+    """A value as the metrics endpoint takes it: NaN and ±inf as MLflow's JSON writes them."""
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
 
 
 def run_folders(directory, source: str) -> list[Path]:
