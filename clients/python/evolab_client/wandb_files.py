@@ -171,20 +171,20 @@ class WandbRun:
             step = history.step.num
         timestamp = values.get("_timestamp")
         millis = int(round(timestamp * 1000)) if _number(timestamp) else 0
+        step, points = int(step), batch.points
         for key, value in _leaves(values):
             if key in BOOKKEEPING or key == self.step_metric:
                 continue
-            if isinstance(value, bool):
-                value = float(value)
-            if _number(value):
-                batch.points.append(Point(key, float(value), int(step), millis))
+            kind = type(value)
+            if kind is float or kind is int or kind is bool:
+                points.append(Point(key, float(value), step, millis))
             elif isinstance(value, dict):  # a media value: {"_type": "table-file", ...}, a histogram, an image
                 kind = value["_type"].removesuffix("-file")
                 batch.skipped[kind] = batch.skipped.get(kind, 0) + 1
                 if kind in ("table", "incremental-table", "partitioned-table"):
-                    batch.tables.append((int(step), key, value))
+                    batch.tables.append((step, key, value))
             elif value is None or value in ("NaN", "Infinity", "-Infinity"):
-                batch.points.append(Point(key, _special(value), int(step), millis))
+                points.append(Point(key, _special(value), step, millis))
             else:
                 batch.skipped["other"] = batch.skipped.get("other", 0) + 1
 
@@ -197,25 +197,36 @@ def _tree(items) -> dict:
     """A history row as the trainer logged it: W&B's core writes a nested value (and every media value, a dict
     with `_type`) as one item per leaf, keyed by its path."""
     tree: dict = {}
-    for item in items:
-        path = list(item.nested_key) or [item.key]
+    texts = [item.value_json for item in items]
+    try:  # the row's values in one parse (a row is tens of numbers: one json.loads each was most of a read's time)
+        values = json.loads("[" + ",".join(texts) + "]")
+        if len(values) != len(texts):  # a text that was not one JSON value ("1,2"): parse each alone
+            raise ValueError
+    except ValueError:
+        values = [_json(text) for text in texts]
+    for item, value in zip(items, values):
+        key = item.key  # empty when the item is keyed by its path (a string is cheaper to read than the path)
+        if key:
+            tree[key] = value
+            continue
+        path = list(item.nested_key)
         node = tree
         for part in path[:-1]:
             child = node.get(part)
             if not isinstance(child, dict):
                 child = node[part] = {}
             node = child
-        node[path[-1]] = _json(item.value_json)
+        node[path[-1]] = value
     return tree
 
 
 def _leaves(tree: dict, prefix: str = ""):
     """(key, value) of each logged value: nested dicts as W&B names them (`a.b`), a media dict whole."""
     for key, value in tree.items():
-        if isinstance(value, dict) and not isinstance(value.get("_type"), str):
+        if type(value) is dict and not isinstance(value.get("_type"), str):
             yield from _leaves(value, f"{prefix}{key}.")
         else:
-            yield f"{prefix}{key}", value
+            yield (prefix + key if prefix else key), value
 
 
 def _key(item) -> str:
