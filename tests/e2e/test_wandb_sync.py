@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -20,6 +21,7 @@ from tests.e2e.test_verl_sync import read_until, wait
 from tests.factories import make_team
 from webapp.accounts.models import ApiToken
 from webapp.alerts.models import Alert
+from webapp.external.models import LoggerImport
 from webapp.runs.models import Run
 
 pytestmark = pytest.mark.e2e
@@ -126,3 +128,7 @@ def test_a_wandb_offline_run_is_followed_whole_across_a_killed_sync_and_raises_i
         client.get(f"/api/runs/{run_id}/metrics")["metrics"]), what="the charts of every step")
     assert metrics["entropy"]["values"] == pytest.approx([logged(s)["actor/entropy"] for s in range(1, STEPS + 1)])
     assert not any(math.isnan(v) for v in metrics["entropy"]["values"])
+    # what the imports page shows of it: the folder, every point read, what was skipped
+    kept = LoggerImport.objects.get(run_id=run_id)
+    assert kept.logger == "wandb" and kept.points == STEPS * len(logged(1)) and kept.files == 1
+    assert kept.skipped == {"histogram": 1, "table": 1} and kept.folder == str(Path(folder).resolve())
