@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
+from operator import sub
 from statistics import median
 from typing import Sequence
 
@@ -35,8 +37,14 @@ _MEDIAN_SE = math.sqrt(math.pi / 2)
 def noise(values: Sequence[float | None]) -> float | None:
     """The standard deviation of one step's figure around the run's trend, from consecutive logged values; None with
     fewer than MIN_DIFFERENCES pairs."""
-    logged = [v for v in values if v is not None]
-    differences = [abs(b - a) for a, b in zip(logged, logged[1:])]
+    return _noise(tuple(v for v in values if v is not None))
+
+
+@lru_cache(maxsize=64)
+def _noise(logged: tuple) -> float | None:
+    # remembered: the rules judging one step ask for the same series' noise several times (entropy's by the
+    # collapse and the degeneration rule, the truncated share's by both rules that read it)
+    differences = list(map(abs, map(sub, logged[1:], logged)))
     if len(differences) < MIN_DIFFERENCES:
         return None
     kept = sorted(differences)[:math.ceil(KEPT * len(differences))]

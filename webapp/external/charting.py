@@ -88,22 +88,18 @@ def chart_waiting(run_id: int) -> dict:
 
 
 def chart_now(run_id: int, points: list[tuple]) -> int:
-    """Chart points a request brings whole (evolab sync's import of a logger's files, imports.py) at once, as
-    chart_waiting charts what waits: (key, timestamp, step, value, is_nan) each, in turns of about BATCH_POINTS cut
-    between steps, each turn a transaction under the run's row lock. Returns how many steps were charted."""
-    points = sorted((p for p in points if CHART_STEPS[0] <= p[2] <= CHART_STEPS[1]), key=lambda p: p[2])
-    steps, start = 0, 0
-    while start < len(points):
-        end = min(start + BATCH_POINTS, len(points))
-        while end < len(points) and points[end][2] == points[end - 1][2]:  # a step is charted in one turn
-            end += 1
-        with transaction.atomic():
-            run = Run.objects.select_for_update(no_key=True).filter(pk=run_id).first()
-            if run is None:
-                return steps
-            steps += _chart(run, [(None, *point) for point in points[start:end]])
-        _keep_memory(run)
-        start = end
+    """Chart the points a request brings whole (evolab sync's import of a logger's files, imports.py, at most
+    imports.MAX_POINTS) before it answers, as chart_waiting charts what waits: (id, key, timestamp, step, value,
+    is_nan) each, steps within CHART_STEPS. One transaction under the run's row lock: a long stretch of steps charted
+    together goes straight into the metric store's chunks (series.store_points), where turns of a few hundred steps
+    wrote each point as a row, read it back and deleted it when its chunk closed. Returns how many steps were
+    charted."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update(no_key=True).filter(pk=run_id).first()
+        if run is None:
+            return 0
+        steps = _chart(run, points)
+    _keep_memory(run)
     return steps
 
 

@@ -34,7 +34,9 @@ class PointsError(ValueError):
 
 
 def parse(body: bytes) -> tuple[list[tuple], dict | None]:
-    """[(key, value, timestamp, step)] and the sync's totals of a request's body, or PointsError naming what is wrong."""
+    """The points of a request's body as the charts read a waiting point, (None, key, timestamp, step, value, is_nan)
+    with the value as MLflow's store keeps it (logged_metrics.stored), and the sync's totals; or PointsError naming
+    what is wrong."""
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -72,7 +74,10 @@ def parse(body: bytes) -> tuple[list[tuple], dict | None]:
                               "1970 (a whole number)", f"points[{i}].timestamp")
         if type(value) is not float:
             value = _number(value, i, keys[k])
-        points.append((keys[k], value, timestamp, step))
+        if value - value == 0.0:  # finite (NaN and ±inf give NaN)
+            points.append((None, keys[k], timestamp, step, value, False))
+        else:
+            points.append((None, keys[k], timestamp, step, *logged_metrics.stored(value)))
     sync = data.get("sync")
     if sync is not None:
         sync = _sync(sync)
@@ -116,8 +121,7 @@ def receive(run_id: int, points: list[tuple], sync: dict | None) -> dict:
     """Keep and chart a request's points (see the module's note) and the sync's totals. A deleted run is not found
     (Run.objects.visible_to), so none comes here."""
     logged_metrics.keep_latest(run_id, points)
-    charted = charting.chart_now(run_id, [(key, timestamp, step, *logged_metrics.stored(value))
-                                                   for key, value, timestamp, step in points])
+    charted = charting.chart_now(run_id, points)
     if sync is not None:
         now = timezone.now()
         LoggerImport.objects.update_or_create(run_id=run_id, defaults={**sync, "updated_at": now},

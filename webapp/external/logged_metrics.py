@@ -73,16 +73,25 @@ def record(run_id: int, points: list[tuple[str, float, int, int]], chart_steps: 
     return len(waiting)
 
 
-def keep_latest(run_id: int, points: list[tuple[str, float, int, int]]) -> None:
+def keep_latest(run_id: int, points: list[tuple]) -> None:
     """Each key's latest value only, moved as record() moves it, for points kept elsewhere: a logger's files
-    imported by `evolab sync` (imports.py) are kept by the charts, and get-history reads them there."""
-    _, latest = _rows(run_id, points)
-    if not latest:
+    imported by `evolab sync` (imports.py: (id, key, timestamp, step, value, is_nan), stored values) are kept by the
+    charts, and get-history reads them there."""
+    newest = {}  # key -> (step, timestamp, value, is_nan): MLflow's order
+    for _, key, timestamp, step, value, is_nan in points:
+        point = (step, timestamp, value, is_nan)
+        if point > newest.get(key, _EARLIEST):
+            newest[key] = point
+    if not newest:
         return
+    latest = {key: (run_id, key, timestamp, step, value, is_nan) for key, (step, timestamp, value, is_nan) in newest.items()}
     names = ", ".join(bulk.quoted(c) for c in _COLUMNS)
     one = "(" + ", ".join(["%s"] * len(_COLUMNS)) + ")"
     bulk.fetch(f"INSERT INTO {LATEST} ({names}) VALUES {', '.join([one] * len(latest))} {_latest_upsert()} RETURNING 1",
                [v for row in latest.values() for v in row])
+
+
+_EARLIEST = (-math.inf,)
 
 
 def _rows(run_id: int, points) -> tuple[list[tuple], dict]:

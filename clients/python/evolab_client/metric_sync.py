@@ -2,7 +2,7 @@
 
 A run folder's files are read from where the last read stopped, only whole records (a file being written is read
 up to its last complete record), and the points go to the run through Evolab's metrics endpoint (`POST
-/api/runs/{id}/metrics`, up to 50,000 points a request as columns, charted before it answers), so Evolab maps the
+/api/runs/{id}/metrics`, up to 100,000 points a request as columns, charted before it answers), so Evolab maps the
 trainer's metric names (verl, TRL, OpenRLHF) and charts them as it does for a run logged through MLflow. The position
 (bytes read of each file) is written to a state file once what was read is stored; a restarted sync reads the state
 file and goes on from there. Points read twice (killed between storing and recording) are stored once: a step charted
@@ -16,10 +16,12 @@ with the logged config as its parameters, and the state file keeps its id for ev
 """
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,7 +32,7 @@ from . import trackio_files
 from .completions import rollouts_from_table
 
 STATE_FILE = ".evolab-sync.json"
-POINTS_PER_REQUEST = 50_000  # of Evolab's metrics endpoint (at most 100,000)
+POINTS_PER_REQUEST = 100_000  # Evolab's metrics endpoint takes at most this many a request
 PARAMS_PER_REQUEST = 100
 MAX_PARAM_VALUE = 6000
 READ_BYTES = 8 * 1024 * 1024
@@ -191,6 +193,7 @@ class MetricSync:
         self.state = self._load_state()
         self.run: RunRef | None = None
         self.sent = 0
+        self._pending: list | None = None  # [the read's requests in flight, the state to write once they are stored]
 
     # -- the state file
 
@@ -259,8 +262,36 @@ class MetricSync:
                     continue
                 sent += self._send(read)
                 record["offset"] = end
-                self._save_state()
+                self._when_stored(copy.deepcopy(self.state))
+        self._wait()
         return sent
+
+    # -- points in flight: the next read is parsed while the server stores the last one's points
+
+    def _in_background(self, bodies: list[dict]) -> None:
+        """Send a read's points on the sender thread, once the read before has been stored: one request at a time,
+        in order. Everything else (the run, parameters, rollouts, the end) is sent on this thread."""
+        self._wait()
+        path = f"/api/runs/{int(self.run.id)}/metrics"
+        self._pending = [_Background(lambda: [self.client.post(path, body) for body in bodies]), None]
+
+    def _when_stored(self, state: dict) -> None:
+        """The state to write once the read in flight is stored (at once when none is): a killed sync resumes
+        from the last read Evolab has, with what the reader knew then."""
+        if self._pending is None:
+            write_state(self.state_path, state)
+        else:
+            self._pending[1] = state
+
+    def _wait(self) -> None:
+        """The read in flight stored (its error raised here) and its state written."""
+        if self._pending is None:
+            return
+        future, state = self._pending
+        self._pending = None
+        future.result()
+        if state is not None:
+            write_state(self.state_path, state)
 
     def _send(self, read: Read) -> int:
         if read.run:  # kept until the run is made: W&B writes its run record before anything worth sending
@@ -297,12 +328,10 @@ class MetricSync:
         keys: dict[str, int] = {}
         rows = [[keys.setdefault(p.key[:250], len(keys)), p.step, p.timestamp, _json_number(p.value)] for p in points]
         names = list(keys)
-        for start in range(0, max(len(rows), 1), POINTS_PER_REQUEST):
-            last = start + POINTS_PER_REQUEST >= len(rows)
-            body = {"keys": names, "points": rows[start:start + POINTS_PER_REQUEST]}
-            if last:
-                body["sync"] = self._totals(len(points))
-            self.client.post(f"/api/runs/{int(self.run.id)}/metrics", body)
+        bodies = [{"keys": names, "points": rows[start:start + POINTS_PER_REQUEST]}
+                  for start in range(0, max(len(rows), 1), POINTS_PER_REQUEST)]
+        bodies[-1]["sync"] = self._totals(len(points))
+        self._in_background(bodies)
 
     def _totals(self, sending: int) -> dict:
         """What the imports page shows of this sync: its running totals once this request is stored."""
@@ -330,6 +359,7 @@ class MetricSync:
 
     def finish(self, status: str) -> None:
         """The run ended (the logger said so, or an import of a folder with no end marker is complete)."""
+        self._wait()  # every point stored first
         if self.state["finished"] is not None or self.state["run"] is None:
             return  # ended already, or nothing was ever read: no run to end
         if self.run is None:  # a later import with nothing new to send still ends the run
@@ -350,6 +380,27 @@ class MetricSync:
         rollouts = self.state.get("rollouts", 0)
         return (f"evolab: {self.state['points']} points sent to run {self.state['run']}"
                 + (f", {rollouts} rollouts" if rollouts else "") + (f"; skipped {skipped}" if skipped else ""))
+
+
+class _Background:
+    """A call on a daemon thread (Ctrl-C never waits for a request retrying while Evolab is away); result() waits
+    for it and raises what it raised."""
+
+    def __init__(self, call):
+        self._error = None
+
+        def run():
+            try:
+                call()
+            except BaseException as exc:  # noqa: BLE001 - raised again in result(), on the sync's own thread
+                self._error = exc
+        self._thread = threading.Thread(target=run, daemon=True, name="evolab-sync-send")
+        self._thread.start()
+
+    def result(self) -> None:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
 
 
 def _json_number(value: float):
