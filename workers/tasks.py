@@ -9,9 +9,9 @@ from webapp.runs import lifecycle
 from webapp.external import charting, grouping, similarity
 from webapp.explorer import text_search
 from webapp.tasks import (CHART_LOGGED_METRICS, CHECK_STALLED, DELETE_RUN_FILES, DELIVER_WEBHOOK, EMBED_EXTERNAL_GROUPS,
-                          GROUP_EXTERNAL_ROLLOUTS, INDEX_ROLLOUT_TEXT, JUDGE_FAILED_RULES, PARSE_PROMPT_UPLOAD, REAP_RUNS,
-                          RESEND_EXTERNAL_ROLLOUTS, RESEND_METRIC_CHARTS, RESEND_PROMPT_UPLOADS, SEND_ALERT_EMAIL,
-                          TRAIN_RUN)
+                          GROUP_EXTERNAL_ROLLOUTS, INDEX_ROLLOUT_TEXT, JUDGE_FAILED_RULES, JUDGE_RULE_BACKLOG,
+                          PARSE_PROMPT_UPLOAD, REAP_RUNS, RESEND_EXTERNAL_ROLLOUTS, RESEND_METRIC_CHARTS,
+                          RESEND_PROMPT_UPLOADS, RESEND_RULE_BACKLOGS, SEND_ALERT_EMAIL, TRAIN_RUN)
 
 from .run_io import delete_run_dir
 from .supervisor import supervise
@@ -115,6 +115,20 @@ def index_rollout_text(run_id: int):
 
 class RulesStillFail(Exception):
     pass
+
+
+@shared_task(name=JUDGE_RULE_BACKLOG, **RETRIED)
+def judge_rule_backlog(run_id: int):
+    """The steps a long batch stored, judged by the alert rules in order after its ingestion (webapp/alerts/engine.py,
+    judge_backlog); a failure shows on the run and is retried, and a second delivery finds no backlog."""
+    with watched(run_id, failures.BACKLOG):
+        return engine.judge_backlog(run_id)
+
+
+@shared_task(name=RESEND_RULE_BACKLOGS)
+def resend_rule_backlogs():
+    """Periodic (celery beat): runs whose backlog of steps waits with no task coming get theirs again."""
+    return engine.resend_stale_backlogs()
 
 
 @shared_task(name=JUDGE_FAILED_RULES, **RETRIED)

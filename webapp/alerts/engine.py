@@ -6,6 +6,8 @@ Called where events are ingested (webapp/runs/ingestion.py, every new step), whe
 failed (webapp/runs/lifecycle.py) and by the periodic stalled-run check."""
 import logging
 import math
+from datetime import timedelta
+from functools import lru_cache
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -17,13 +19,14 @@ from webapp.live import push_on_commit
 from webapp import bulk
 from webapp.metrics import series
 from webapp.metrics.models import MetricSeries
-from webapp.tasks import DELIVER_WEBHOOK, JUDGE_FAILED_RULES, SEND_ALERT_EMAIL, send_on_commit
+from webapp.tasks import (DELIVER_WEBHOOK, JUDGE_FAILED_RULES, JUDGE_RULE_BACKLOG, SEND_ALERT_EMAIL, send,
+                          send_on_commit)
 
 from . import failures
 from .rule_specs import RULES, STEP_RULE_KINDS, resolve_thresholds
 from .rules import (HEAD_STEPS, QUIET_STEPS_TO_RESOLVE, TAIL_STEPS, History, evaluate_run_failed, evaluate_stalled,
                     evaluate_step_rules)
-from .models import Alert, TeamAlertRules, Webhook, WebhookDelivery
+from .models import Alert, RuleBacklog, TeamAlertRules, Webhook, WebhookDelivery
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +87,7 @@ def _load_by_step(run, up_to_step: int | None, tail_from: int | None) -> dict:
     return by_step
 
 
+@lru_cache(maxsize=4096)  # asked for each value of every ingested step
 def _is_rule_metric(name: str) -> bool:
     return name in _RULE_METRIC_SET or name.startswith("eval/")
 
@@ -137,6 +141,69 @@ def size_of(run) -> dict:
 
 
 # --- the rules' entry points -------------------------------------------------------------
+
+
+# A batch of more new steps than this is judged by a worker (judge_backlog), after the ingestion that stored it has
+# committed: an archive imported whole (10,000 steps: evolab sync) or a restarted supervisor catching up is charted at
+# once and its alerts follow, where the rules (about 0.6 ms a step) held its charts back by seconds. Fewer are judged
+# in the ingesting transaction, as a live run's steps are.
+BACKLOG_STEPS = 1000
+# the steps a backlog task judges in one transaction (one turn under the run's row lock)
+BACKLOG_TURN_STEPS = 2000
+# a backlog whose task was sent this long ago and is still there is sent again (a lost message, a dead worker)
+BACKLOG_RESEND_SECONDS = 120
+
+
+def judge_new_steps(run, steps: list[int], memory: RuleMemory | None) -> RuleMemory | None:
+    """Ingestion's judgement of the steps it stored (under the run's row lock): at once (evaluate_steps), or, for a
+    batch of more than BACKLOG_STEPS or while the run has a backlog, by a worker (RuleBacklog, judge_backlog), so the
+    rules see every step once, in order. Returns the rules' memory for the next call (None: read it again)."""
+    if not steps:
+        return memory
+    # a memory kept from the last call means that call judged: no backlog was left (only ingestion leaves one)
+    backlog = None if memory is not None else RuleBacklog.objects.filter(run_id=run.pk).first()
+    if backlog is None and len(steps) <= BACKLOG_STEPS:
+        return evaluate_steps(run, steps, memory)
+    if backlog is None:
+        RuleBacklog.objects.create(run_id=run.pk, first_step=steps[0], requested_at=timezone.now())
+        send_on_commit(JUDGE_RULE_BACKLOG, [run.pk], queue=alerts_queue())
+    return None
+
+
+def judge_backlog(run_id: int) -> int:
+    """Judge the run's backlog (RuleBacklog) from its first step to the run's last, BACKLOG_TURN_STEPS a transaction
+    under the run's row lock, as ingestion judges; the last turn deletes it, so the run's next ingestion judges
+    itself. Safe to run twice: a second finds no backlog. Returns how many steps were judged."""
+    run_model = Alert._meta.get_field("run").related_model  # the alerts app never imports the runs app
+    judged = 0
+    while True:
+        with transaction.atomic():
+            run = run_model.objects.select_for_update(no_key=True).filter(pk=run_id).first()
+            backlog = RuleBacklog.objects.filter(run_id=run_id).first()
+            if run is None or backlog is None:
+                return judged
+            last = run.last_step if run.last_step is not None else backlog.first_step
+            end = min(backlog.first_step + BACKLOG_TURN_STEPS - 1, last)
+            steps = series.metric_steps(run, backlog.first_step, end)
+            failures.at_step(backlog.first_step)  # a failure from here is this turn's (workers/watched.py)
+            evaluate_steps(run, steps)
+            judged += len(steps)
+            if end >= last:
+                backlog.delete()
+                return judged
+            RuleBacklog.objects.filter(run_id=run_id).update(first_step=end + 1)
+
+
+def resend_stale_backlogs(now=None) -> list[int]:
+    """Runs whose backlog's task was sent BACKLOG_RESEND_SECONDS ago and is still there get it again. Periodic."""
+    now = now or timezone.now()
+    stale = list(RuleBacklog.objects.filter(requested_at__lt=now - timedelta(seconds=BACKLOG_RESEND_SECONDS))
+                 .values_list("run_id", flat=True))
+    stale = failures.not_retrying(stale, failures.BACKLOG, now)
+    for run_id in stale:
+        RuleBacklog.objects.filter(run_id=run_id).update(requested_at=now)
+        send(JUDGE_RULE_BACKLOG, [run_id], queue=alerts_queue())
+    return stale
 
 
 def evaluate_steps(run, steps: list[int], memory: RuleMemory | None = None,

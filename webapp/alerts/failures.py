@@ -28,7 +28,9 @@ MAX_ERROR_CHARS = 300
 
 # The tasks' names, as messages say them. A rule's judgement is a task of its own, "rule <kind>" (rule_task).
 GROUPING, HEATMAPS, LOG, TEXT_INDEX, CHARTS = "grouping", "heatmaps", "log", "text index", "charts"
+BACKLOG = "backlog"
 TITLES = {
+    BACKLOG: "judging a backlog of steps",
     CHARTS: "charting of logged metrics",
     GROUPING: "grouping of reported rollouts",
     HEATMAPS: "similarity heatmaps",

@@ -201,3 +201,14 @@ class WebhookDelivery(models.Model):
             "created_at": self.created_at.isoformat(),
             "delivered_at": self.delivered_at.isoformat() if self.delivered_at else None,
         }
+
+
+class RuleBacklog(models.Model):
+    """Steps of a run stored but not judged yet: a batch of more than engine.BACKLOG_STEPS new steps (an archive
+    imported, a restarted supervisor catching up) is judged by a worker after the ingestion commits, from
+    `first_step` to the run's last step, in turns (engine.judge_backlog). While a run has one, its ingestion judges
+    nothing itself, so the rules see its steps once each, in order. Deleted when the worker has judged the last."""
+
+    run = models.OneToOneField("runs.Run", primary_key=True, on_delete=models.CASCADE, related_name="rule_backlog")
+    first_step = models.IntegerField()
+    requested_at = models.DateTimeField()  # when its task was last sent (resend_stale_backlogs)

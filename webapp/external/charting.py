@@ -17,6 +17,7 @@ import logging
 import math
 import re
 from collections import OrderedDict
+from functools import lru_cache
 
 from django.conf import settings
 from django.db import transaction
@@ -152,6 +153,7 @@ def _keep_memory(run: Run) -> None:
 _AT = re.compile(r"_at_(?=\d)")
 
 
+@lru_cache(maxsize=4096)  # a run's few hundred keys, asked for at every step
 def chart_name(key: str) -> str:
     """The name a logged key is charted under: MLflow's keys cannot hold "@", so verl's logger writes `pass@16` as
     `pass_at_16` (verl/utils/tracking.py, _MlflowLoggingAdapter) and its validation's `mean@16` as `mean_at_16`;

@@ -376,6 +376,15 @@ def read_range(series_ids: dict, low: int | None = None, high: int | None = None
     return out
 
 
+def metric_steps(run, low: int, high: int) -> list[int]:
+    """The steps from low to high at which the run logged metrics (its "metrics" clock's points), in order: the
+    steps ingestion judges."""
+    clock = _clock_ids(run).get("metrics")
+    if clock is None:
+        return []
+    return [step for step, _ in read_range({clock: None}, low=low, high=high)[clock]]
+
+
 def first_step(run) -> int | None:
     """The first step any metrics or eval event logged."""
     firsts = []

@@ -66,7 +66,10 @@ def run_detail(request, run):
     elif request.method == "DELETE":
         delete_run(run, request.user)
         return JsonResponse({"deleted": run.pk})
-    return JsonResponse(run.to_json())
+    # a long batch's steps wait for the alert rules here (webapp/alerts/engine.py, judge_backlog): from this step on
+    # they are charted but not judged yet
+    backlog = run.rule_backlog.first_step if hasattr(run, "rule_backlog") else None
+    return JsonResponse({**run.to_json(), "alerts_pending_from_step": backlog})
 
 
 def _action(act):

@@ -36,6 +36,8 @@ MAX_FLOAT = 1.7976931348623157e308
 def _number(value):
     """JSON numbers for the database; NaN and infinities (a diverged loss), and integers past a float's
     range (JSON has no limit), become None."""
+    if type(value) is float:  # most values: taken first (twice a value of every ingested step)
+        return value if value - value == 0.0 else None  # NaN and ±inf give NaN
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
@@ -176,9 +178,10 @@ def _ingest(run: Run, events: list[dict], append: bool) -> int:
             memory.rules.add(new)
         progress = []
         if trained:
-            # Collapse rules run here, on every new step, never in the browser or the trainer.
-            memory.rules = alerts.evaluate_steps(run, _steps_to_judge([e["step"] for e in trained], stored_step),
-                                                 memory.rules)
+            # Collapse rules run here, on every new step, never in the browser or the trainer (a long batch: on a
+            # worker, once this commits; alerts.judge_new_steps)
+            memory.rules = alerts.judge_new_steps(run, _steps_to_judge([e["step"] for e in trained], stored_step),
+                                                  memory.rules)
             health = {k: _number(v) for k, v in trained[-1]["values"].items() if k in RUN_LIST_HEALTH}
             progress = [lifecycle.progress_message(run, health)]
         # one push per poll: the run's watchers get the events, its team's run list the progress
