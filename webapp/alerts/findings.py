@@ -63,7 +63,11 @@ def policy_moved(history, rule: dict) -> Movement:
     `min_kl`; without KL, ratios clipped by PPO (clip_ratio/low + high above 0); without either, assumed (a run
     trained elsewhere may log neither). A run at a learning rate too small to move it has nothing to collapse: its
     figures swing with the prompts each step samples (the Small CPU preset's entropy went from 0.02 to 0.13 and back
-    with a KL near 1e-6)."""
+    with a KL near 1e-6). Asked by several rules at a step: remembered on the step's History."""
+    return history.remember(("moved", rule["window"], rule["min_kl"]), lambda: _policy_moved(history, rule))
+
+
+def _policy_moved(history, rule: dict) -> Movement:
     window = rule["window"]
     kl = tail_mean(history.series("kl"), window)
     if kl is not None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median
 from typing import Sequence
 
@@ -74,6 +74,15 @@ class History:
     # The run's size, when known (runs Evolab trains): a share of counted things is judged on its counts
     prompts_per_step: int | None = None
     n_votes: int | None = None
+    # what the rules judging this step worked out already (remember): two rules comparing the same series over the
+    # same windows ask once. A History is one step's, so nothing here outlives its step.
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def remember(self, key: tuple, compute):
+        """compute() the first time `key` is asked for at this step, the same answer after."""
+        if key not in self.memo:
+            self.memo[key] = compute()
+        return self.memo[key]
 
     def series(self, name: str) -> list[float | None] | None:
         """The metric aligned with ``steps`` (NaN and non-numbers as None), or None if never logged."""
@@ -158,10 +167,10 @@ def evaluate_run_failed(message: str, step: int | None, thresholds: dict | None)
 
 def _compare(history: History, name: str, rule: dict) -> trend.Comparison | None:
     """The metric's recent window against its start, in the run's noise (trend.compare)."""
-    values = history.series(name)
-    if values is None:
-        return None
-    return trend.compare(history.steps, values, rule["start_window"], rule["window"])
+    def compare():
+        values = history.series(name)
+        return None if values is None else trend.compare(history.steps, values, rule["start_window"], rule["window"])
+    return history.remember(("compare", name, rule["start_window"], rule["window"]), compare)
 
 
 def _beyond_noise(comparison: trend.Comparison, rule: dict) -> str:
@@ -341,7 +350,12 @@ class _Pinned:
 
 def _pinned_at_limit(history: History, rule: dict) -> _Pinned | None:
     """Whether rollouts are pinned at max_completion_length, beyond the count's noise; None when that cannot be
-    judged."""
+    judged. The length collapse and the degeneration rule both ask."""
+    return history.remember(("pinned", rule["window"], rule["z"], rule["pinned_ratio"]),
+                            lambda: _pinned_now(history, rule))
+
+
+def _pinned_now(history: History, rule: dict) -> _Pinned | None:
     window = rule["window"]
     truncated = _share(history, "truncated_ratio", rule, history.rollouts_per_step())
     if truncated is not None:

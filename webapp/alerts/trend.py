@@ -89,7 +89,7 @@ def compare(steps: Sequence[int], values: Sequence[float | None], start_window: 
     logged = [(s, v) for s, v in zip(steps, values) if v is not None]
     if len(logged) < start_window + window:
         return None
-    sigma = noise([v for _, v in logged])
+    sigma = _noise(tuple(v for _, v in logged))  # noise() of the logged values, filtered already
     if sigma is None:
         return None
     if per_step:
@@ -131,7 +131,7 @@ def level(steps: Sequence[int], values: Sequence[float | None], window: int, z: 
         n = per_step * len(tail)
         low, high = wilson(mean, n, z)
         return Level(mean, low, high, span, n)
-    sigma = noise([v for _, v in logged])
+    sigma = _noise(tuple(v for _, v in logged))
     if sigma is None:
         sigma = max(v for _, v in tail) - min(v for _, v in tail)
     half = z * sigma / math.sqrt(len(tail))
