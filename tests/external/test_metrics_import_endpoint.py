@@ -159,3 +159,13 @@ def test_a_collapse_in_imported_points_raises_its_alert(api_client, run):
     points = [[0, s, T0 + s, 1.0 - 0.8 * (s > 20) * min(1, (s - 20) / 10) + 0.01 * math.sin(s)] for s in steps]
     post(api_client, run, {"keys": ["actor/entropy"], "points": points})
     assert run.alerts.filter(rule="entropy_collapse").exists()
+
+
+def test_an_error_halfway_leaves_nothing_of_the_request(api_client, run, mlflow, monkeypatch):
+    def broken(run, rows):
+        raise RuntimeError("the database went away")
+    monkeypatch.setattr("webapp.external.charting._chart", broken)
+    with pytest.raises(RuntimeError):
+        post(api_client, run, body_of([1, 2], sync=SYNC))
+    assert mlflow.ok("runs/get", run_id=run.mlflow_run_id)["run"]["data"].get("metrics", []) == []
+    assert not LoggerImport.objects.filter(run=run).exists()

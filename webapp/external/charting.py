@@ -100,7 +100,8 @@ def chart_now(run_id: int, points: list[tuple]) -> int:
         if run is None:
             return 0
         steps = _chart(run, points)
-    _keep_memory(run)
+    # once the caller's transaction (imports.receive's) has committed, when ingestion has left the memory on the run
+    transaction.on_commit(lambda: _keep_memory(run))
     return steps
 
 

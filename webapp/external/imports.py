@@ -4,7 +4,8 @@ MLflow's log-batch takes 1,000 points a request and keeps each as a row of MLflo
 (reporting.py, charting.py): about 17,000 points/s on PostgreSQL here. An import sends a finished run's whole
 history (10,000 steps × 50 metrics is half a million points) and a live follower sends what the logger wrote since its
 last poll, so this endpoint takes up to MAX_POINTS a request, as columns, and charts them before it answers: the metric
-store, the alert rules and the live messages, through ingestion as any run's metrics. MLflow's per-point history is not
+store, the alert rules (a batch of more than a thousand steps: on a worker, after the charts) and the live messages,
+through ingestion as any run's metrics. MLflow's per-point history is not
 written for them (a row a point was most of log-batch's cost): get-history answers a key that was only charted from
 the charts (logged_metrics._charted), and runs/get's latest values are kept (logged_metrics.keep_latest).
 
@@ -17,6 +18,7 @@ number or "NaN", "Infinity", "-Infinity". `sync` (optional) is the command's run
 """
 import json
 
+from django.db import transaction
 from django.utils import timezone
 
 from . import charting, logged_metrics
@@ -118,13 +120,15 @@ def _sync(sync) -> dict:
 
 
 def receive(run_id: int, points: list[tuple], sync: dict | None) -> dict:
-    """Keep and chart a request's points (see the module's note) and the sync's totals. A deleted run is not found
-    (Run.objects.visible_to), so none comes here."""
-    logged_metrics.keep_latest(run_id, points)
-    charted = charting.chart_now(run_id, points)
-    if sync is not None:
-        now = timezone.now()
-        LoggerImport.objects.update_or_create(run_id=run_id, defaults={**sync, "updated_at": now},
-                                              create_defaults={**sync, "updated_at": now, "started_at": now})
+    """Keep and chart a request's points (see the module's note) and the sync's totals, all or none (an error halfway
+    leaves nothing of the request: the command sends it again). A deleted run is not found (Run.objects.visible_to),
+    so none comes here."""
+    with transaction.atomic():
+        logged_metrics.keep_latest(run_id, points)
+        charted = charting.chart_now(run_id, points)
+        if sync is not None:
+            now = timezone.now()
+            LoggerImport.objects.update_or_create(run_id=run_id, defaults={**sync, "updated_at": now},
+                                                  create_defaults={**sync, "updated_at": now, "started_at": now})
     return {"received": len(points), "charted_steps": charted}
 
