@@ -15,12 +15,9 @@ from .rollouts import RolloutLineError, parse_lines, receive
 @api_view(["POST"])
 def post_rollouts(request, pk):
     """JSON lines of rollouts for a run trained elsewhere: all stored or none, each at most once."""
-    run = Run.objects.visible_to(request.user).filter(pk=pk).first()
-    if run is None:
-        return error(f"no run with id {pk}", 404)
-    require_role(request.user, run.team_id, Membership.MEMBER)
-    if not run.is_external:
-        return error(f"run {run.pk} is trained by Evolab: its rollouts come from its own trainer", 409, field="run")
+    run, refused = _reported_run(request, pk, "rollouts")
+    if refused:
+        return refused
     complete_through = None
     if request.GET.get("complete_through", "") != "":
         complete_through = whole_number(request.GET["complete_through"])
@@ -40,14 +37,23 @@ def post_rollouts(request, pk):
 @api_view(["POST"])
 def post_metrics(request, pk):
     """A logger's points for a run trained elsewhere, many a request, charted before the answer (imports.py)."""
-    run = Run.objects.visible_to(request.user).filter(pk=pk).first()
-    if run is None:
-        return error(f"no run with id {pk}", 404)
-    require_role(request.user, run.team_id, Membership.MEMBER)
-    if not run.is_external:
-        return error(f"run {run.pk} is trained by Evolab: its metrics come from its own trainer", 409, field="run")
+    run, refused = _reported_run(request, pk, "metrics")
+    if refused:
+        return refused
     try:
         points, sync = imports.parse(request.body)
     except imports.PointsError as exc:
         return error(str(exc), field=exc.field)
     return JsonResponse(imports.receive(run.pk, points, sync))
+
+
+def _reported_run(request, pk, what: str):
+    """(the run, None) when the user may report `what` to it (a member of its team, a run trained elsewhere), else
+    (None, the error answer): 404 for a run the user cannot see, 409 for a run Evolab trains."""
+    run = Run.objects.visible_to(request.user).filter(pk=pk).first()
+    if run is None:
+        return None, error(f"no run with id {pk}", 404)
+    require_role(request.user, run.team_id, Membership.MEMBER)
+    if not run.is_external:
+        return None, error(f"run {run.pk} is trained by Evolab: its {what} come from its own trainer", 409, field="run")
+    return run, None
