@@ -119,13 +119,17 @@ def user_group_name(user_id: int) -> str:
     return f"user-{user_id}"
 
 
-def access_changed_on_commit(user_id: int) -> None:
+def access_changed_on_commit(user_id: int, signed_out_session: str | None = None) -> None:
     """Once the transaction commits, every open socket of the user re-checks that it may stay open (the
-    consumers close those that may not, webapp/runs/consumers.py). Logged and dropped if Redis is away."""
+    consumers close those that may not, webapp/runs/consumers.py). Logged and dropped if Redis is away.
+    `signed_out_session`: the key of a browser session that is signing out; its sockets close without looking
+    the session up, because Django sends user_logged_out before it deletes the session (a socket that checked
+    in between found it still there and stayed open: a failure of CI)."""
     def send():
         layer = get_channel_layer()
+        message = {"type": "access.changed", "signed_out_session": signed_out_session}
         try:
-            _sender.run(layer.group_send(user_group_name(user_id), {"type": "access.changed"}))
+            _sender.run(layer.group_send(user_group_name(user_id), message))
         except Exception:  # noqa: BLE001 - as _send_all
             log.exception("could not tell user %s's sockets to re-check their access", user_id)
 

@@ -34,7 +34,8 @@ def user_saved(sender, instance, **kwargs):
 
 def signed_out(sender, request, user, **kwargs):
     if user is not None:
-        access_changed_on_commit(user.pk)
+        session = getattr(request, "session", None)
+        access_changed_on_commit(user.pk, signed_out_session=getattr(session, "session_key", None))
 
 
 def connect() -> None:

@@ -52,6 +52,10 @@ class _GroupConsumer(AsyncJsonWebsocketConsumer):
     async def access_changed(self, event):
         """The user's access changed (webapp/live.py::access_changed_on_commit): stay open only if the
         socket would be accepted now."""
+        session = self.scope.get("session")
+        signing_out = event.get("signed_out_session")
+        if signing_out and session is not None and session.session_key == signing_out:
+            return await self.close(code=NOT_SIGNED_IN)  # its row is deleted just after the signal
         code = await self._still_allowed()
         if code is not None:
             await self.close(code=code)
