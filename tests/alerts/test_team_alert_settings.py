@@ -58,6 +58,18 @@ def test_an_admin_adds_a_webhook_and_a_bad_url_is_named(team, django_user_model)
     assert bad.status_code == 400 and "is not an http(s) URL" in bad.content.decode()
 
 
+def test_a_refused_url_stays_in_the_field_and_the_message_names_the_setting_that_allows_it(team, django_user_model,
+                                                                                        settings):
+    settings.WEBHOOK_ALLOWED_NETWORKS = []
+    ada = signed_in(django_user_model, "ada")
+    refused = ada.post(f"/teams/{team.pk}/alert-settings/",
+                       {"action": "add_webhook", "url": "http://127.0.0.1:9000/hook?a=<b>"})
+    page = refused.content.decode()
+    assert refused.status_code == 400 and not Webhook.objects.exists()
+    assert "127.0.0.1 is not a public address" in page and "EVOLAB_WEBHOOK_ALLOWED_NETWORKS" in page
+    assert 'value="http://127.0.0.1:9000/hook?a=&lt;b&gt;"' in page  # kept, escaped
+
+
 def test_saving_rules_keeps_only_values_that_differ_from_the_defaults(team, django_user_model):
     from webapp.alerts.rule_specs import RULES, defaults
 

@@ -56,6 +56,7 @@ def delivery_to(url, alert):
 def test_it_refuses_an_internal_address_when_the_webhook_is_saved(nothing_internal_allowed, url, address):
     problem = Webhook.url_problem(url)
     assert problem and address in problem and "not a public address" in problem
+    assert "EVOLAB_WEBHOOK_ALLOWED_NETWORKS" in problem  # the switch a deployment with an internal relay needs
 
 
 def test_it_refuses_a_name_that_resolves_to_an_internal_address(nothing_internal_allowed):

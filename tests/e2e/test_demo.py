@@ -10,6 +10,7 @@ import pytest
 import requests
 
 from scripts.stack import free_port
+from tests.alerts.receiver import Receiver
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,6 +94,21 @@ def test_the_demo_starts_everything_serves_the_dashboard_and_stops_on_ctrl_c(tmp
         assert "Arithmetic, Figure 1 miniature (32 problems)" in sets
         teams = session.get(base + "/teams/").text
         assert ">demo</a>" in teams and "admin" in teams
+
+        # Webhooks may call this machine in the demo: "Send a test" reaches a local listener.
+        team = teams.split('href="/teams/', 1)[1].split("/", 1)[0]
+        settings_page = f"{base}/teams/{team}/alert-settings/"
+        with Receiver() as receiver:
+            def post(data):
+                return session.post(settings_page, data={**data, "csrfmiddlewaretoken": session.cookies["csrftoken"]},
+                                    headers={"Referer": base})
+            assert post({"action": "add_webhook", "url": receiver.url}).status_code == 200
+            hook = session.get(settings_page).text.split('data-webhook="', 1)[1].split('"', 1)[0]
+            assert post({"action": "test_webhook", "webhook": hook}).status_code == 200
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not receiver.received:
+                time.sleep(0.5)
+            assert receiver.received and "this webhook works" in receiver.received[0]["body"]["text"]
 
         # The requests are logged in var/logs, not in the terminal.
         assert "GET /healthz" in (tmp_path / "logs" / "daphne.log").read_text()

@@ -87,7 +87,9 @@ def destination_problem(url: str) -> str | None:
     try:
         checked_addresses(*_target(url)[:2])
     except Refused as exc:
-        return str(exc)
+        # the admin of a deployment whose chat relay is internal needs to know the switch exists
+        return (f"{exc}: webhooks may not call this deployment's own network unless EVOLAB_WEBHOOK_ALLOWED_NETWORKS "
+                "lists it (for example 10.0.0.0/8 or 127.0.0.1/32, comma-separated)")
     except (socket.gaierror, UnicodeError):
         return None
     return None

@@ -71,6 +71,8 @@ def team_settings(request, pk):
         "team": team,
         "error": error,
         "field": field,
+        # a refused URL stays in the field to be corrected, not typed again
+        "typed_url": request.POST.get("url", "") if error and request.POST.get("action") == "add_webhook" else "",
         "webhooks": Webhook.objects.filter(team=team),
         "deliveries": WebhookDelivery.objects.filter(webhook__team=team).select_related("webhook", "alert")[:30],
         "rule_rows": rule_rows(stored.overrides if stored else {}),
