@@ -6,9 +6,10 @@
   "use strict";
   const form = document.getElementById("run-form");
   const configElement = document.getElementById("run-form-config");
-  if (!form || !configElement) return;
-  const config = JSON.parse(configElement.textContent);
   const methodSelect = document.getElementById("method-select");
+  // the server renders the select with its default method chosen: the script never names one
+  if (!form || !configElement || !methodSelect) return;
+  const config = JSON.parse(configElement.textContent);
   const teamSelect = document.getElementById("team-select");
   const promptSetSelect = document.getElementById("prompt-set-select");
   const evalSelect = document.getElementById("eval-set-select");
@@ -20,7 +21,7 @@
   // A fresh form follows the model's preset until the user edits a hyperparameter.
   let followModel = Boolean(config.fresh);
 
-  function method() { return methodSelect ? methodSelect.value : "ttrl"; }
+  function method() { return methodSelect.value; }
 
   function showMethod() {
     const selected = method();
@@ -93,14 +94,12 @@
     }
   });
 
-  if (methodSelect) {
-    methodSelect.addEventListener("change", function () {
-      showMethod();
-      // The new method's fields take the preset the form is on (its own values for it).
-      const current = presetInput ? presetInput.value : "";
-      if (current) applyPreset(current);
-    });
-  }
+  methodSelect.addEventListener("change", function () {
+    showMethod();
+    // The new method's fields take the preset the form is on (its own values for it).
+    const current = presetInput ? presetInput.value : "";
+    if (current) applyPreset(current);
+  });
   [modelInput, gpusInput].forEach(function (input) {
     if (input) input.addEventListener("change", function () { if (followModel) applyPreset(defaultPreset()); });
   });

@@ -49,3 +49,17 @@ def test_only_a_whole_step_number_dot_jsonl_is_a_step_of_verls_dumps(tmp_path):
     done = subprocess.run([sys.executable, "-c", STEP_FILES, str(CLIENT), str(tmp_path)], capture_output=True,
                           text=True, timeout=60)
     assert done.stdout.strip() == "[(3, '3.jsonl'), (12, '12.jsonl')]", done.stderr
+
+
+def test_installing_the_client_from_the_checkout_leaves_git_nothing_new(tmp_path):
+    # `pip install ./clients/python` builds in the package's folder (build/, *.egg-info): ignored, never untracked
+    if subprocess.run(["git", "-C", str(CLIENT), "rev-parse"], capture_output=True).returncode != 0:
+        import pytest
+        pytest.skip("not a git checkout")
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                           "--target", str(tmp_path / "site"), str(CLIENT)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "site" / "evolab_client" / "cli.py").exists()
+    status = subprocess.run(["git", "-C", str(CLIENT), "status", "--porcelain", "--untracked-files=all", "."],
+                            capture_output=True, text=True).stdout
+    assert [line for line in status.splitlines() if line.startswith("??")] == []
