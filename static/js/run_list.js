@@ -44,7 +44,7 @@
 
   function applyRun(message) {
     const row = rowOf(message.id);
-    // what a row's presence depends on: the state filter and whether the list shows archived runs
+    // what a row's presence depends on: the state filter and whether the list includes archived runs
     const seen = message.state + (message.archived ? " archived" : "");
     if (!row) {
       if (absent[message.id] === seen) return;
@@ -53,9 +53,14 @@
       return;
     }
     if ((config.state_filter && message.state !== config.state_filter) ||
-        (typeof message.archived === "boolean" && message.archived !== config.archived_filter)) {
+        (message.archived === true && !config.archived_filter)) {
       absent[message.id] = seen;
       scheduleReload();
+      return;
+    }
+    if (typeof message.archived === "boolean" &&
+        message.archived !== Boolean(row.querySelector('[data-field="archived"]'))) {
+      scheduleReload();  // archived or back while the list includes archived runs: the server renders the mark
       return;
     }
     delete absent[message.id];

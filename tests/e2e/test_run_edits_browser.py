@@ -81,9 +81,22 @@ def test_a_member_renames_annotates_retags_archives_and_deletes_an_ended_run_fro
     page.goto(live_stack.url + "/")
     page.wait_for_selector("#runs tbody")
     assert page.query_selector(row(run.pk)) is None
+    # "Include archived": it comes back, marked, beside an active run, and the two are compared
+    active = waiting_run(live_user, "active")
+    page.goto(live_stack.url + "/")
+    page.wait_for_selector(row(active.pk))
     page.check("#archived-filter")
     page.click("#run-filters button[type=submit]")
     page.wait_for_url("**archived=1**")
+    page.wait_for_selector(row(run.pk))
+    assert page.inner_text(f'{row(run.pk)} [data-field="archived"]') == "archived"
+    assert page.query_selector(f'{row(active.pk)} [data-field="archived"]') is None
+    page.check(f"{row(run.pk)} .run-select")
+    page.check(f"{row(active.pk)} .run-select")
+    page.click("#compare-button")
+    page.wait_for_url("**/compare/**")
+    assert page.locator(f'text="after <b>bold</b>"').count() >= 1 and page.locator('text="active"').count() >= 1
+    page.goto(live_stack.url + "/?archived=1")
     page.wait_for_selector(row(run.pk))
 
     # Delete: the box must be ticked (the browser does not send the form otherwise), then the run is gone, from the

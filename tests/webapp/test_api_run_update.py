@@ -34,10 +34,15 @@ def test_only_the_fields_given_change(api_client, run):
 
 
 def test_an_archived_run_leaves_the_run_list_and_comes_back_when_asked_for(api_client, client, user, run):
+    active = Run.objects.create(name="active", method="ttrl", prompt_set=run.prompt_set, team=run.team, max_steps=2,
+                                created_by=user)
     assert patch(api_client, run, archived=True).json()["archived"] is True
     client.force_login(user)
     assert f'data-run-id="{run.pk}"' not in client.get("/").content.decode()
-    assert f'data-run-id="{run.pk}"' in client.get("/?archived=1").content.decode()
+    included = client.get("/?archived=1").content.decode()
+    # "Include archived": the archived run, marked, with the active ones (to be ticked together and compared)
+    assert f'data-run-id="{run.pk}"' in included and f'data-run-id="{active.pk}"' in included
+    assert included.count('data-field="archived"') == 1
     assert api_client.get(f"/api/runs/{run.pk}").json()["archived"] is True  # kept: its page and API still answer
     assert patch(api_client, run, archived=False).json()["archived"] is False
     assert f'data-run-id="{run.pk}"' in client.get("/").content.decode()

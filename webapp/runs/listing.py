@@ -57,8 +57,10 @@ def run_listing(request) -> RunListing:
         teams = [t for t in my_teams if str(t.pk) == filters["team"]]  # another team's id lists nothing
 
     runs = Run.objects.visible_to(user).filter(team__in=[t.pk for t in teams])
-    # archived runs are kept but listed only when asked for (?archived=1: the archived ones alone)
-    runs = runs.filter(archived_at__isnull=not filters["archived"])
+    # archived runs are kept but listed only when asked for (?archived=1: with the others, so that an archived run
+    # can be ticked beside an active one and compared)
+    if not filters["archived"]:
+        runs = runs.filter(archived_at__isnull=True)
     if filters["method"]:
         runs = runs.filter(method=filters["method"])
     if filters["source"]:  # trained by Evolab's workers or elsewhere (DESIGN §4.8)
