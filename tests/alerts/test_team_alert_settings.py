@@ -130,3 +130,14 @@ def test_members_cannot_send_a_test(team, django_user_model):
     response = signed_in(django_user_model, "max").post(f"/teams/{team.pk}/alert-settings/",
                                                          {"action": "test_webhook", "webhook": hook.pk})
     assert response.status_code == 403 and not WebhookDelivery.objects.exists()
+
+
+def test_the_deliveries_table_is_read_again_by_admins_alone(team, django_user_model):
+    hook = Webhook.objects.create(team=team, url="https://hooks.example.org/T0/<secret>")
+    WebhookDelivery.objects.create(webhook=hook, event="test", status="delivered", attempts=1, response_code=200)
+    table = signed_in(django_user_model, "ada").get(f"/teams/{team.pk}/alert-settings/?part=deliveries")
+    html = table.content.decode()
+    assert table.status_code == 200 and html.startswith('<tbody id="delivery-rows">') and "<h1" not in html
+    assert "T0/&lt;secret&gt;" in html and "HTTP 200" in html
+    assert signed_in(django_user_model, "max").get(f"/teams/{team.pk}/alert-settings/?part=deliveries"
+                                                   ).status_code == 403

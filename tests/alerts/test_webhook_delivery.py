@@ -108,3 +108,17 @@ def test_an_address_that_does_not_resolve_is_said_so(alert):
     assert deliver(delivery.pk) is not None
     delivery.refresh_from_db()
     assert delivery.last_error == "no-such-host.invalid does not resolve"
+
+
+def test_each_try_tells_the_teams_pages_that_the_deliveries_changed_and_never_the_url(
+        alert, monkeypatch, django_capture_on_commit_callbacks):
+    pushed = []
+    monkeypatch.setattr("webapp.live._send_all", lambda batches: pushed.extend(
+        (group, m) for group, messages in batches.items() for m in messages))
+    with Receiver() as receiver:
+        delivery = delivery_to(receiver.url + "?token=secret", alert)
+        with django_capture_on_commit_callbacks(execute=True):
+            deliver(delivery.pk)
+    # the try's start (tries: 1) and its outcome (delivered), each a bare "re-read the table" to the team
+    assert pushed == [(f"team-{alert.team_id}", {"type": "webhook_deliveries"})] * 2
+    assert "secret" not in str(pushed)

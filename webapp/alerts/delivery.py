@@ -15,7 +15,7 @@ from webapp.accounts.models import AlertEmails, Membership
 from webapp.shared_cache import shared_cache
 
 from . import outbound
-from .engine import run_url
+from .engine import deliveries_changed, run_url
 from .models import Alert, WebhookDelivery
 
 log = logging.getLogger(__name__)
@@ -66,10 +66,12 @@ def deliver(delivery_id: int) -> float | None:
             return TEAM_BUSY_RETRY_SECONDS
         delivery.attempts += 1
         delivery.save(update_fields=["attempts"])
+        deliveries_changed(team_id)
     try:
         return _attempt(delivery)
     finally:
         _release_team_slot(team_id, slot)
+        deliveries_changed(team_id)  # its outcome (delivered, failed, or the next try's time)
 
 
 def _attempt(delivery: WebhookDelivery) -> float | None:

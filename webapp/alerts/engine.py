@@ -553,7 +553,17 @@ def send_test(webhook: Webhook, user) -> WebhookDelivery:
     delivery = WebhookDelivery.objects.create(webhook=webhook, alert=None, event="test",
                                               payload={"text": text, "event": "test", "alert": None, "run_url": None})
     send_on_commit(DELIVER_WEBHOOK, [delivery.pk], queue=alerts_queue())
+    deliveries_changed(webhook.team_id)
     return delivery
+
+
+DELIVERIES_MESSAGE = {"type": "webhook_deliveries"}
+
+
+def deliveries_changed(team_id: int) -> None:
+    """Tell the team's open pages that a webhook delivery was queued or tried (the alert settings page re-reads its
+    table: the rows hold webhook URLs, secrets a member's socket must not carry)."""
+    push_on_commit(team_id=team_id, messages=[DELIVERIES_MESSAGE])
 
 
 def _notify(alert: Alert, event: str) -> None:
@@ -563,5 +573,6 @@ def _notify(alert: Alert, event: str) -> None:
     for webhook in Webhook.objects.filter(team_id=alert.team_id, active=True):
         delivery = WebhookDelivery.objects.create(webhook=webhook, alert=alert, event=event, payload=payload)
         send_on_commit(DELIVER_WEBHOOK, [delivery.pk], queue=alerts_queue())
+        deliveries_changed(alert.team_id)
     if event in ("opened", "escalated"):
         send_on_commit(SEND_ALERT_EMAIL, [alert.pk, event], queue=alerts_queue())

@@ -66,6 +66,9 @@ def team_settings(request, pk):
         else:
             messages.success(request, done)
             return redirect("alerts:team_settings", pk=team.pk)
+    deliveries = WebhookDelivery.objects.filter(webhook__team=team).select_related("webhook", "alert")[:30]
+    if request.GET.get("part") == "deliveries":  # the page re-reads its table when a delivery changes (live)
+        return render(request, "alerts/_deliveries.html", {"deliveries": deliveries})
     stored = TeamAlertRules.objects.filter(team=team).first()
     return render(request, "alerts/team_settings.html", {
         "team": team,
@@ -74,7 +77,7 @@ def team_settings(request, pk):
         # a refused URL stays in the field to be corrected, not typed again
         "typed_url": request.POST.get("url", "") if error and request.POST.get("action") == "add_webhook" else "",
         "webhooks": Webhook.objects.filter(team=team),
-        "deliveries": WebhookDelivery.objects.filter(webhook__team=team).select_related("webhook", "alert")[:30],
+        "deliveries": deliveries,
         "rule_rows": rule_rows(stored.overrides if stored else {}),
     }, status=400 if error else 200)
 
