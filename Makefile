@@ -2,10 +2,12 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-# Reinstall when requirements.txt changes.
+# `make demo` installs the runtime (requirements.txt); `make test` adds the test tools, the loggers and Ray
+# (requirements-test.txt). Each reinstalls when its files change.
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
+TEST_STAMP := $(VENV)/.installed-test-$(shell cat requirements.txt requirements-test.txt | sha1sum | cut -c1-12)
 
-.PHONY: demo test bench mlflow-suite venv browser slurm clean
+.PHONY: demo test bench mlflow-suite venv test-venv browser slurm clean
 
 venv: $(STAMP)
 
@@ -14,8 +16,15 @@ $(STAMP): requirements.txt
 	# torch first and pinned: the CPU build. Anything else asking for torch is then satisfied.
 	$(VENV)/bin/pip install --quiet torch==2.13.0
 	$(VENV)/bin/pip install --quiet -r requirements.txt
-	rm -f $(VENV)/.installed-*
+	rm -f $(VENV)/.installed-[0-9a-f]*
 	touch $(STAMP)
+
+test-venv: $(TEST_STAMP)
+
+$(TEST_STAMP): $(STAMP) requirements-test.txt
+	$(VENV)/bin/pip install --quiet -r requirements.txt -r requirements-test.txt
+	rm -f $(VENV)/.installed-test-*
+	touch $(TEST_STAMP)
 
 demo: venv
 	HF_HUB_OFFLINE=1 $(PY) scripts/demo.py
@@ -28,7 +37,7 @@ browser:
 slurm:
 	@sh scripts/ensure_slurm.sh
 
-test: venv browser slurm
+test: test-venv browser slurm
 	HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py $(ARGS)
 
 # The benchmarks' baseline, an MLflow tracking server, lives in its own venv: never in the product's.
@@ -41,13 +50,13 @@ $(BENCH_STAMP): benchmarks/requirements-mlflow.txt
 	rm -f $(BENCH_VENV)/.installed-*
 	touch $(BENCH_STAMP)
 
-bench: venv browser $(BENCH_STAMP)
+bench: test-venv browser $(BENCH_STAMP)
 	EVOLAB_DEV=1 HF_HUB_OFFLINE=1 $(PY) benchmarks/run_all.py
 
 # MLflow's own tracking tests against MLflow's server and Evolab side by side (benchmarks/mlflow_suite.py; not in
 # `make test`). MLFLOW_SRC: a checkout of MLflow's repository at the pinned version, e.g.
 #   git clone --depth 1 --branch v3.17.2 https://github.com/mlflow/mlflow /tmp/mlflow-src
-mlflow-suite: venv $(BENCH_STAMP)
+mlflow-suite: test-venv $(BENCH_STAMP)
 	EVOLAB_DEV=1 HF_HUB_OFFLINE=1 $(PY) benchmarks/mlflow_suite.py --mlflow-src "$(MLFLOW_SRC)" $(ARGS)
 
 clean:
