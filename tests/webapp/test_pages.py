@@ -157,3 +157,20 @@ def test_the_rollout_page_shows_r_zeros_challenger_prompt_and_the_solvers_genera
     assert "103.000" not in challenger and '<td class="extra" data-sort-value="1.0">1</td>' in challenger
     solver = signed_in.get(f"/runs/{run.pk}/rollouts/?step=2").content.decode()
     assert "Generated question:" in solver and "What is &lt;7&gt; + 5?" in solver and "<7>" not in solver
+
+
+@pytest.mark.parametrize(
+    "text, query, expected",
+    [
+        ("Carry the one", "carry", '<mark class="match">Carry</mark> the one'),
+        ("carrying is not carry", "CARRY", 'carrying is not <mark class="match">carry</mark>'),  # whole words
+        ("so \\boxed{12} twelve", "12", 'so <mark class="boxed">\\boxed{<mark class="match">12</mark>}</mark> twelve'),
+        ("a <b>b</b> &lt;", "b lt", 'a &lt;<mark class="match">b</mark>&gt;<mark class="match">b</mark>&lt;/'
+                                    '<mark class="match">b</mark>&gt; &amp;<mark class="match">lt</mark>;'),
+        ("<script>x</script>", "<script>", '&lt;<mark class="match">script</mark>&gt;x&lt;/'
+                                           '<mark class="match">script</mark>&gt;'),
+        ("nothing to mark", "___", "nothing to mark"),
+    ],
+)
+def test_highlight_boxed_marks_a_searchs_words_in_the_escaped_text(text, query, expected):
+    assert highlight_boxed(text, query) == expected

@@ -68,3 +68,28 @@ def test_the_text_has_a_column_of_its_own_shown_whole_and_wrapped(signed_in, sea
     assert '<table class="table rollouts search-results"' in html and '<th class="text">Text</th>' in html
     cell = re.search(r'<td class="text">(.*?)</td>', html, re.S).group(1)
     assert "<details" not in cell and '<div class="rollout-text">step 1: carry the one' in cell  # not folded to 80 chars
+
+
+def test_a_later_page_says_which_rows_of_how_many_it_shows(signed_in, searched_run):
+    url = f"/runs/{searched_run.pk}/rollouts/search/"
+    first = signed_in.get(url, {"q": "multiply", "limit": "4"}).content.decode()
+    assert re.search(r'<p id="match-count"[^>]*>\s*6 rollouts match these filters: rows 1–4 of 6\.', first)
+    next_link = re.search(r'id="next-page" href="\?([^"]+)"', first).group(1).replace("&amp;", "&")
+    rest = signed_in.get(f"{url}?{next_link}").content.decode()
+    assert re.search(r'<p id="match-count"[^>]*>\s*6 rollouts match these filters: rows 5–6 of 6\.', rest)
+    alone = signed_in.get(url, {"q": "multiply"}).content.decode()  # one page: no rows to say
+    assert re.search(r'<p id="match-count"[^>]*>\s*6 rollouts match these filters\.</p>', alone)
+
+
+def test_the_label_and_whether_the_answer_is_correct_have_columns_when_the_prompts_are_labelled(signed_in,
+                                                                                               searched_run):
+    # make_prompt_set's labels: p1 "5", p2 "3"; searchable_events' answers are (step + index) % 3
+    html = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/", {"prompt": "p2", "step_max": "1"}).content.decode()
+    assert "<th title=\"the prompt's held-out label: monitoring only, never a reward\">Label</th><th>Correct</th>" in html
+    assert html.count("<code>3</code>") == 4 and html.count('<td class="correct">✗</td>') == 4
+
+
+def test_the_searched_words_are_marked_in_each_text(signed_in, searched_run):
+    html = signed_in.get(f"/runs/{searched_run.pk}/rollouts/search/", {"q": "Multiply"}).content.decode()
+    cells = re.findall(r'<div class="rollout-text">(.*?)</div>', html, re.S)
+    assert len(cells) == 6 and all('<mark class="match">multiply</mark>' in cell for cell in cells)

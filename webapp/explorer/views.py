@@ -12,6 +12,7 @@ from webapp.numbers import whole_number
 from webapp.runs.models import Run
 from webapp.runs.queries import groups_at, step_bounds
 
+from .exports import with_prompts
 from .history import prompt_history, prompt_texts
 from .search import SEARCH_PARAMS, search, search_orders
 
@@ -54,9 +55,16 @@ def rollout_search_page(request, pk):
         return render(request, "explorer/rollout_search.html", {**context, "error": str(exc), "error_field": exc.field},
                       status=400)
     extra_keys = sorted({k for r in found.results for k in r["extra"]})
-    next_url = urlencode({**params, "cursor": found.next_cursor}) if found.next_cursor else None
+    # the held-out label and whether the answer equals it, as the exports and the rollouts page show them
+    results = with_prompts(run, found.results)
+    # where this page starts among the matches: the keyset cursor does not say, so the next page's link carries it
+    first_row = (whole_number(request.GET.get("row", "")) or 1) if "cursor" in params else 1
+    next_url = (urlencode({**params, "cursor": found.next_cursor, "row": first_row + len(results)})
+                if found.next_cursor else None)
     return render(request, "explorer/rollout_search.html", {
-        **context, "results": found.results, "extra_keys": extra_keys, "next_url": next_url,
+        **context, "results": results, "extra_keys": extra_keys, "next_url": next_url,
+        "labelled": any(r["label"] is not None for r in results), "first_row": first_row, "query": params.get("q", ""),
+        "last_row": first_row + len(results) - 1,
         "text_index": found.text_index_json(), "count": found.count, "count_exact": found.count_exact,
         "first_url": urlencode({k: v for k, v in params.items() if k != "cursor"}) if "cursor" in params else None})
 

@@ -1,4 +1,5 @@
 import re
+from functools import lru_cache
 
 from django import template
 from django.utils.html import escape
@@ -10,27 +11,59 @@ _BOXED_START = re.compile(r"\\(?:boxed|fbox)\s*\{")
 
 
 @register.filter
-def highlight_boxed(text):
-    """Escape model output, then wrap each \\boxed{...} (balanced braces) in <mark>.
+def highlight_boxed(text, query=""):
+    """Model output, escaped, with each \\boxed{...} (balanced braces) in <mark class="boxed"> and, given a search
+    query, each of its words in <mark class="match"> (whole words, any case: the words the search matched,
+    webapp/explorer/text_search.py).
 
-    Escaping first is what makes this safe: model output is untrusted, and escaping
-    leaves backslashes and braces alone, so the brace matching sees the same text."""
-    escaped = str(escape(text or ""))
+    The spans are found in the raw text and every piece is escaped on its own, so no tag or entity is ever
+    searched or split: model output is untrusted."""
+    text = str(text or "")
+    pattern = _words_pattern(query) if query else None
     out, pos = [], 0
-    for match in _BOXED_START.finditer(escaped):
+    for start, end in _boxed_spans(text):
+        out.append(_marked_words(text[pos:start], pattern))
+        out.append(f'<mark class="boxed">{_marked_words(text[start:end], pattern)}</mark>')
+        pos = end
+    out.append(_marked_words(text[pos:], pattern))
+    return mark_safe("".join(out))
+
+
+def _boxed_spans(text: str) -> list[tuple[int, int]]:
+    spans, pos = [], 0
+    for match in _BOXED_START.finditer(text):
         if match.start() < pos:
             continue
         depth, end = 1, match.end()
-        while end < len(escaped) and depth:
-            depth += {"{": 1, "}": -1}.get(escaped[end], 0)
+        while end < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
             end += 1
         if depth:
-            break  # unbalanced: leave the rest as plain escaped text
-        out.append(escaped[pos : match.start()])
-        out.append(f'<mark class="boxed">{escaped[match.start():end]}</mark>')
+            break  # unbalanced: leave the rest as plain text
+        spans.append((match.start(), end))
         pos = end
-    out.append(escaped[pos:])
-    return mark_safe("".join(out))
+    return spans
+
+
+@lru_cache(maxsize=32)  # one query for every row of a page
+def _words_pattern(query: str):
+    found = sorted(set(re.findall(r"[^\W_]+", query.lower())), key=len, reverse=True)
+    if not found:
+        return None
+    # a word as the search cuts them ([^\W_]+): not inside a longer one
+    return re.compile(r"(?<![^\W_])(?:" + "|".join(map(re.escape, found)) + r")(?![^\W_])", re.IGNORECASE)
+
+
+def _marked_words(text: str, pattern) -> str:
+    if pattern is None:
+        return str(escape(text))
+    out, pos = [], 0
+    for match in pattern.finditer(text):
+        out.append(str(escape(text[pos:match.start()])))
+        out.append(f'<mark class="match">{escape(match.group())}</mark>')
+        pos = match.end()
+    out.append(str(escape(text[pos:])))
+    return "".join(out)
 
 
 @register.filter
