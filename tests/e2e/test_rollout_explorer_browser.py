@@ -147,3 +147,30 @@ def test_a_prompt_id_is_shown_as_text_in_the_heatmap_title(live_stack, live_user
     title = page.locator("#heatmap-1 .gtitle")
     assert title.text_content() == f"Similarity of rollouts (prompt {prompt_id})"  # Plotly's tags, written out
     assert title.locator("a").count() == 0 and title.locator("tspan[style*='bold']").count() == 0
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_search_table_marks_the_words_says_its_rows_and_fits_the_window(live_stack, live_user, session_key,
+                                                                            browser_page, width):
+    page = browser_page
+    prompt_set = make_prompt_set(live_user, rows=[(p, f"Question {p}?", "1") for p in PROMPTS])
+    run = Run.objects.create(name="searched", method="evol_rl", prompt_set=prompt_set, max_steps=3,
+                             created_by=live_user, state=Run.SUCCEEDED)
+    off_loop(ingest_events, run, events())
+    sign_in(page, live_stack, session_key)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{live_stack.url}/runs/{run.pk}/rollouts/search/?q=carry&limit=10")
+    page.click("#next-page")
+    page.wait_for_selector("#search-results")
+    assert page.inner_text("#match-count") == "30 rollouts match these filters: rows 11–20 of 30."
+    # each text's searched word marked, shown as text; the label and whether the answer equals it have columns
+    marks = page.locator("#search-results td.text mark.match").all_inner_texts()
+    assert len(marks) == 10 and set(marks) == {"carry"}
+    headers = page.locator("#search-results thead th").all_inner_texts()
+    assert headers[3:6] == ["Answer", "Label", "Correct"]
+    # a range's two ends side by side, on one line
+    tops = page.evaluate("""() => ['search-step-min', 'search-step-max', 'search-reward-min', 'search-reward-max']
+        .map(id => Math.round(document.getElementById(id).getBoundingClientRect().top))""")
+    assert tops[0] == tops[1] and tops[2] == tops[3]
+    # the table scrolls inside its card: the page itself does not scroll sideways
+    assert page.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
