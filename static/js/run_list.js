@@ -65,6 +65,9 @@
     }
     delete absent[message.id];
     const state = row.querySelector('[data-field="state"]');
+    // a run that starts or ends moves the queued runs behind it: their places are the server's to word
+    if (state && message.state && state.textContent !== message.state &&
+        document.querySelector('#runs [data-field="queue-place"]:not(:empty)')) scheduleReload();
     if (state && message.state) {
       state.textContent = message.state;
       state.className = "state state-" + message.state;

@@ -306,6 +306,7 @@
     // A worker took the run: the "no worker listens" notice no longer applies.
     const noWorker = document.getElementById("no-worker");
     if (noWorker && newState !== "queued") noWorker.hidden = true;
+    if (newState !== "queued") showQueuePlace(null);
     if (terminal) endLive();
     tick();
   }
@@ -324,8 +325,21 @@
     }
   }
 
+  // A queued run's place in its worker queue, as the server words it (webapp/runs/queue_place.py).
+  function showQueuePlace(place) {
+    const box = document.getElementById("queue-place");
+    if (!box) return;
+    box.textContent = place ? place.text : "";
+    box.hidden = document.getElementById("queue-place-label").hidden = !place;
+  }
+  // read again while the run waits: the runs in front of it start and end without its own socket hearing of it
+  setInterval(function () {
+    if (state === "queued") C.getJSON("/api/runs/" + runId).then(applyRun).catch(function () {});
+  }, 10000);
+
   function applyRun(r) {
     showEngine(r.engine);
+    if ("queue_place" in r) showQueuePlace(r.queue_place);
     if ("trained_seconds" in r) clock = r;
     // the highest step logged, as the metrics handler keeps it: a status read before the latest step was
     // stored may arrive after that step's metrics

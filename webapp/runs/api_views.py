@@ -11,6 +11,7 @@ from webapp.numbers import is_whole_number, whole_number
 from .actions import cancel_run, clone_run, delete_run, launch_run, resume_run, update_run
 from .models import Run, RunTransition
 from .queries import live_state, metric_series_of_runs
+from .queue_place import place_of
 
 
 def with_run(view):
@@ -69,7 +70,9 @@ def run_detail(request, run):
     # a long batch's steps wait for the alert rules here (webapp/alerts/engine.py, judge_backlog): from this step on
     # they are charted but not judged yet
     backlog = run.rule_backlog.first_step if hasattr(run, "rule_backlog") else None
-    return JsonResponse({**run.to_json(), "alerts_pending_from_step": backlog})
+    place = place_of(run, request.user)  # a queued run's place in its worker queue (webapp/runs/queue_place.py)
+    return JsonResponse({**run.to_json(), "alerts_pending_from_step": backlog,
+                         "queue_place": place.to_json() if place else None})
 
 
 def _action(act):

@@ -71,24 +71,38 @@ def shown_to(user, body: dict) -> dict:
 # --- which queues have a worker listening (the run list's and run page's "no worker" notice) ---
 
 QUEUE_CHECK_SECONDS = 10.0
-_queues_cache: dict = {"at": None, "queues": None}
+_queues_cache: dict = {"at": None, "slots": None}
+
+
+def queue_slots(refresh: bool = False) -> dict[str, int] | None:
+    """{queue: how many runs its workers take at once} for the Celery queues some worker consumes (prefix
+    included, as in Run.queue; a worker's pool size counted for each queue it consumes), asked with
+    `inspect().active_queues()` and `.stats()` and cached for QUEUE_CHECK_SECONDS. None when the broker cannot be
+    asked: then nobody is told a worker is missing, and a queued run's wait is not estimated."""
+    now = time.monotonic()
+    if not refresh and _queues_cache["at"] is not None and now - _queues_cache["at"] < QUEUE_CHECK_SECONDS:
+        return _queues_cache["slots"]
+    try:
+        inspect = app.control.inspect(timeout=1.0)
+        replies = inspect.active_queues() or {}
+        stats = inspect.stats() or {} if replies else {}
+        slots: dict[str, int] | None = {}
+        for worker, worker_queues in replies.items():
+            pool = (stats.get(worker) or {}).get("pool") or {}
+            size = pool.get("max-concurrency") if isinstance(pool.get("max-concurrency"), int) else 1
+            for queue in worker_queues or []:
+                if queue.get("name"):
+                    slots[queue["name"]] = slots.get(queue["name"], 0) + max(1, size)
+    except Exception:  # noqa: BLE001 - a broker hiccup: unknown, not "no worker"
+        slots = None
+    _queues_cache.update(at=now, slots=slots)
+    return slots
 
 
 def queues_with_consumers(refresh: bool = False) -> set[str] | None:
-    """Names of the Celery queues some worker consumes (prefix included, as in Run.queue),
-    asked with `inspect().active_queues()` and cached for QUEUE_CHECK_SECONDS. None when
-    the broker cannot be asked: then nobody is told a worker is missing."""
-
-    now = time.monotonic()
-    if not refresh and _queues_cache["at"] is not None and now - _queues_cache["at"] < QUEUE_CHECK_SECONDS:
-        return _queues_cache["queues"]
-    try:
-        replies = app.control.inspect(timeout=1.0).active_queues() or {}
-        queues = {q["name"] for worker_queues in replies.values() for q in (worker_queues or []) if q.get("name")}
-    except Exception:  # noqa: BLE001 - a broker hiccup: unknown, not "no worker"
-        queues = None
-    _queues_cache.update(at=now, queues=queues)
-    return queues
+    """Names of the Celery queues some worker consumes (queue_slots), or None when the broker cannot be asked."""
+    slots = queue_slots(refresh)
+    return None if slots is None else set(slots)
 
 
 def no_worker_for(run) -> str | None:

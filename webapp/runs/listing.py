@@ -18,6 +18,7 @@ from .health import no_worker_for, worker_command
 from webapp.metrics.models import MetricPoint
 
 from .models import Run
+from .queue_place import places
 
 MAX_LISTED = 200
 # (metric name, column title, decimals): the last value of each is shown per run. The
@@ -81,6 +82,9 @@ def run_listing(request) -> RunListing:
     listed = listed[:MAX_LISTED]
     _attach_alerts(listed)
     _attach_rows(listed)
+    found = places(listed, user)  # a queued run's place in its worker queue, in a few queries for the whole list
+    for run in listed:
+        run.queue_place = found.get(run.pk)
     return RunListing(runs=listed, filters=filters, teams=teams, options=_options(user, my_teams, teams),
                       truncated=truncated)
 

@@ -28,6 +28,7 @@ from .queries import (
     metric_series_of_runs,
     run_time_origin,
 )
+from .queue_place import place_of
 
 
 @login_required
@@ -84,6 +85,7 @@ def run_detail(request, pk):
         "run": run, "initial": initial, "role": role, "can_act": can_act,
         "hp_rows": hp_rows, "alert_rule_rows": alert_rule_rows, "cloned_from": source,
         "no_worker_for_queue": no_worker_for(run), "transitions": transitions, "older_transitions": older,
+        "queue_place": place_of(run, request.user),
         "processing_failure": Alert.objects.active().filter(run=run, rule=failures.KIND).first(),
         "history_limit": HISTORY_ON_PAGE,
     })
