@@ -387,6 +387,9 @@
     const traces = [];
     const self = this;
     let points = 0, seriesCount = 0;
+    // the steps and values drawn: a short run's step axis gets whole steps (Plotly put ticks at 1.5, 2.5), and a
+    // figure that never goes below zero gets no negative range
+    let firstStep = Infinity, lastStep = -Infinity, lowest = Infinity;
     const keys = Object.keys(this.data[name] || {});
     const order = Object.keys(this.series);
     keys.sort(function (a, b) { return order.indexOf(a) - order.indexOf(b); });
@@ -395,6 +398,9 @@
       if (!d.steps.length) return;
       seriesCount++;
       points += d.steps.length;
+      firstStep = Math.min(firstStep, d.steps[0]);
+      lastStep = Math.max(lastStep, d.steps[d.steps.length - 1]);
+      d.values.forEach(function (v) { if (v !== null && v < lowest) lowest = v; });
       const info = self.series[key] || { name: key, color: PALETTE[0] };
       let x;
       if (state.xMode === "time") {
@@ -439,8 +445,10 @@
       legend: { orientation: "h", x: 0, y: -0.22, yanchor: "top", font: { size: 11 } },
       // autorange stated explicitly: with uirevision, an axis whose autorange is left implicit keeps
       // the range of its first draw and new steps fall off the chart; a user's zoom still wins.
-      xaxis: { title: { text: state.xMode === "time" ? unit.label : "step", standoff: 4 }, zeroline: false, autorange: true },
-      yaxis: { type: state.logY ? "log" : "linear", exponentformat: "power", autorange: true },
+      xaxis: Object.assign({ title: { text: state.xMode === "time" ? unit.label : "step", standoff: 4 }, zeroline: false,
+        autorange: true }, state.xMode !== "time" && lastStep - firstStep <= 10 ? { tick0: 0, dtick: 1 } : {}),
+      yaxis: { type: state.logY ? "log" : "linear", exponentformat: "power", autorange: true,
+        rangemode: !state.logY && lowest >= 0 ? "nonnegative" : "normal" },
       shapes: shapes,
       annotations: annotations,
       dragmode: "zoom",

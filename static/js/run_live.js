@@ -223,8 +223,10 @@
       xgap: n <= 32 ? 1 : 0, ygap: n <= 32 ? 1 : 0,
     }], {
       margin: { t: 10, r: 10, b: 40, l: 44 }, height: 380,
-      xaxis: { title: { text: "rollout" }, constrain: "domain", dtick: n <= 16 ? 1 : undefined, showgrid: false },
-      yaxis: { title: { text: "rollout" }, autorange: "reversed", scaleanchor: "x", dtick: n <= 16 ? 1 : undefined, showgrid: false },
+      // the rollouts' own range on both axes, the square kept by shrinking the plot (constrain: "domain"), never by
+      // padding the range (a narrow window's axis ran from -6 to 21 for 16 rollouts)
+      xaxis: { title: { text: "rollout" }, range: [-0.5, n - 0.5], constrain: "domain", dtick: n <= 16 ? 1 : undefined, showgrid: false },
+      yaxis: { title: { text: "rollout" }, range: [n - 0.5, -0.5], scaleanchor: "x", constrain: "domain", dtick: n <= 16 ? 1 : undefined, showgrid: false },
     }, { displaylogo: false, responsive: true, modeBarButtons: [["toImage"]] });
     heatDiv.dataset.prompt = chosen;
     heatDiv.dataset.step = String(heat.step);
