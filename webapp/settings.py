@@ -90,6 +90,8 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "webapp.accounts.context_processors.teams",
             ],
+            # {{ value|when }} on every page without a load: one rendering of a moment (webapp/times.py)
+            "builtins": ["webapp.times"],
         },
     },
 ]

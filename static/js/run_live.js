@@ -246,12 +246,15 @@
   // when a worker first took it, and elapsed = the training time it had ended plus the stretch under way.
   let clock = run;
 
-  function formatTime(ms) {
-    if (ms === null || isNaN(ms)) return "—";
-    return new Date(ms).toLocaleString();
-  }
-
   function setText(id, text) { const n = document.getElementById(id); if (n) n.textContent = text; }
+
+  // A moment as every page shows one (static/js/when.js); redrawn only when it changes
+  function setWhen(id, iso) {
+    const n = document.getElementById(id);
+    if (!n || n.dataset.iso === String(iso)) return;
+    n.dataset.iso = String(iso);
+    n.replaceChildren(iso ? EvolabTime.element(iso, { seconds: true }) : document.createTextNode("—"));
+  }
 
   // The step shown and the progress bar beside it (step / total steps).
   function showStep(step) {
@@ -279,8 +282,8 @@
   }
 
   function tick() {
-    setText("started-at", formatTime(clock.started_at ? Date.parse(clock.started_at) : null));
-    setText("finished-at", TERMINAL.indexOf(state) >= 0 && clock.finished_at ? formatTime(Date.parse(clock.finished_at)) : "—");
+    setWhen("started-at", clock.started_at || null);
+    setWhen("finished-at", TERMINAL.indexOf(state) >= 0 && clock.finished_at ? clock.finished_at : null);
     const since = clock.training_since ? Date.parse(clock.training_since) : null;
     const seconds = (clock.trained_seconds || 0) + (since === null ? 0 : Math.max(0, Date.now() - since) / 1000);
     setText("elapsed", clock.started_at ? C.formatDuration(seconds) : "—");
@@ -506,7 +509,7 @@
       readHistory();
       readLiveState();
       const notice = document.getElementById("live-notice");
-      notice.textContent = "Some live updates were missed at " + new Date().toLocaleTimeString() +
+      notice.textContent = "Some live updates were missed at " + EvolabTime.format(new Date(), true) +
         "; the page was read again from the server.";
       notice.hidden = false;
     },
@@ -529,7 +532,7 @@
     state.className = "state state-" + t.state;
     state.textContent = t.state;
     const by = t.by ? t.by : (t.worker ? "worker " + t.worker : "");
-    [t.at.replace("T", " ").slice(0, 19), state, t.cause_title, by, t.message].forEach(function (value) {
+    [EvolabTime.element(t.at, { seconds: true }), state, t.cause_title, by, t.message].forEach(function (value) {
       const td = document.createElement("td");
       if (typeof value === "string") td.textContent = value; else td.appendChild(value);
       tr.appendChild(td);

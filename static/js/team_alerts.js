@@ -61,7 +61,7 @@
     cell(fresh, alert.step === null ? "—" : alert.step + (alert.last_step !== alert.step && alert.last_step !== null ? " → " + alert.last_step : ""));
     cell(fresh, alert.message);
     cell(fresh, alert.state_label);
-    cell(fresh, new Date(alert.updated_at).toLocaleString());
+    cell(fresh, EvolabTime.element(alert.updated_at));
     const actions = cell(fresh, "");
     if (canAct && alert.needs_acknowledgement) {
       const button = document.createElement("button");
