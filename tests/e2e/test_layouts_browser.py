@@ -74,3 +74,47 @@ def test_the_run_page_fits_the_window_and_its_axes_read_true(live_stack, live_us
         return [l.xaxis._vals.map(v => v.x), l.yaxis.range[0]]; }""")
     assert ticks and all(float(t).is_integer() for t in ticks), ticks
     assert y_low >= 0
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_the_run_list_keeps_a_long_name_readable_and_includes_archived_runs_when_asked(
+        live_stack, live_user, session_key, browser_page, width):
+    from django.utils import timezone
+
+    page = browser_page
+    long, archived = trained_run(live_user, LONG_NAME, steps=1), trained_run(live_user, "archived", steps=1)
+    Run.objects.filter(pk=archived.pk).update(archived_at=timezone.now())
+    sign_in(page, live_stack, session_key)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(live_stack.url + "/")
+    page.wait_for_selector(f'#runs tr[data-run-id="{long.pk}"]')
+    assert page.query_selector(f'#runs tr[data-run-id="{archived.pk}"]') is None
+    assert no_sideways_scroll(page), too_wide(page)
+    lines = page.evaluate(f"""() => {{ const row = document.querySelector('#runs tr[data-run-id="{long.pk}"]');
+        const lines = c => Math.round(c.getBoundingClientRect().height / parseFloat(getComputedStyle(c).lineHeight));
+        return [lines(row.querySelector('.run-name')), lines(row.querySelector('.created-cell time'))]; }}""")
+    # the name wrapped into a few lines (it took 13 a word at a time), the time on one
+    assert lines[0] <= (5 if width == 1400 else 9) and lines[1] == 1, lines
+    page.check("#archived-filter")
+    page.click("#run-filters button[type=submit]")
+    page.wait_for_selector(f'#runs tr[data-run-id="{archived.pk}"] [data-field="archived"]')
+    assert page.query_selector(f'#runs tr[data-run-id="{long.pk}"]') is not None
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+def test_a_refused_webhook_keeps_its_url_and_names_the_setting(live_stack, live_user, session_key, browser_page,
+                                                                width):
+    from tests.factories import team_of
+
+    page = browser_page
+    team = team_of(live_user)
+    sign_in(page, live_stack, session_key)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{live_stack.url}/teams/{team.pk}/alert-settings/")
+    page.fill("#add-webhook input[name=url]", "http://10.1.2.3:9000/hook")
+    page.click("#add-webhook button[type=submit]")
+    page.wait_for_selector("#team-error")
+    assert "10.1.2.3 is not a public address" in page.inner_text("#team-error")
+    assert "EVOLAB_WEBHOOK_ALLOWED_NETWORKS" in page.inner_text("#team-error")
+    assert page.input_value("#add-webhook input[name=url]") == "http://10.1.2.3:9000/hook"
+    assert no_sideways_scroll(page), too_wide(page)
