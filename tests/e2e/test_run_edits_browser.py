@@ -95,7 +95,7 @@ def test_a_member_renames_annotates_retags_archives_and_deletes_an_ended_run_fro
     page.check(f"{row(active.pk)} .run-select")
     page.click("#compare-button")
     page.wait_for_url("**/compare/**")
-    assert page.locator(f'text="after <b>bold</b>"').count() >= 1 and page.locator('text="active"').count() >= 1
+    assert page.locator('text="after <b>bold</b>"').count() >= 1 and page.locator('text="active"').count() >= 1
     page.goto(live_stack.url + "/?archived=1")
     page.wait_for_selector(row(run.pk))
 
