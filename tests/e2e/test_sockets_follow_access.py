@@ -1,6 +1,8 @@
 """An open socket follows its user's access (real daphne, channel layer on Redis): removing a member closes
 their team's and runs' sockets with 4404, revoking the token a script connected with or deactivating the
 account closes them with 4401, within seconds; other users' sockets stay open."""
+from contextlib import contextmanager
+
 import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
@@ -73,7 +75,10 @@ def test_a_deactivated_user_loses_their_browser_sockets(live_stack, world):
         assert close_code(ws) == 4401
 
 
-def test_signing_out_closes_that_browsers_sockets_and_leaves_the_users_other_browsers_theirs(live_stack, world):
+@contextmanager
+def two_browsers_watching(live_stack, world):
+    """max signed in from two browsers, each with the run's socket open: (the one signing out, its socket, the
+    other's socket)."""
     from django.test import Client
 
     signing_out, elsewhere = Client(), Client()
@@ -83,6 +88,11 @@ def test_signing_out_closes_that_browsers_sockets_and_leaves_the_users_other_bro
     with open_socket(live_stack, run, session_key=signing_out.cookies["sessionid"].value) as ws, \
             open_socket(live_stack, run, session_key=elsewhere.cookies["sessionid"].value) as other:
         still_open(ws)
+        yield signing_out, ws, other
+
+
+def test_signing_out_closes_that_browsers_sockets_and_leaves_the_users_other_browsers_theirs(live_stack, world):
+    with two_browsers_watching(live_stack, world) as (signing_out, ws, other):
         signing_out.logout()  # as the site's sign-out does: the session is gone, user_logged_out is sent
         assert close_code(ws) == 4401
         assert still_open(other)
@@ -92,15 +102,8 @@ def test_a_browser_signing_out_is_closed_even_while_its_session_row_is_still_the
     # Django sends user_logged_out before it deletes the session; a socket that re-checked in between found the
     # session and stayed open (CI, two busy cores). Here the row is kept for good: the socket must still close.
     from django.contrib.auth.signals import user_logged_out
-    from django.test import Client
 
-    signing_out, elsewhere = Client(), Client()
-    for browser in (signing_out, elsewhere):
-        browser.force_login(world["max"])
-    run = f"/ws/runs/{world['run'].pk}/"
-    with open_socket(live_stack, run, session_key=signing_out.cookies["sessionid"].value) as ws, \
-            open_socket(live_stack, run, session_key=elsewhere.cookies["sessionid"].value) as other:
-        still_open(ws)
+    with two_browsers_watching(live_stack, world) as (signing_out, ws, other):
         request = type("Request", (), {"session": signing_out.session})()
         user_logged_out.send(sender=type(world["max"]), request=request, user=world["max"])
         assert signing_out.session.exists(signing_out.session.session_key)
