@@ -30,6 +30,18 @@ def test_the_web_image_pins_what_the_project_pins_and_leaves_the_training_stack_
         assert everything.get(name) == line, f"{line!r} differs from requirements.txt's {everything.get(name)!r}"
 
 
+def test_the_training_images_copy_what_their_requirements_install_from_before_installing_them():
+    # requirements.txt installs the client from its folder (-e ./clients/python): a build that copied the file alone
+    # stopped at pip
+    local = [line.split()[-1].lstrip("./").rstrip("/") for line in (ROOT / "requirements.txt").read_text().splitlines()
+             if line.startswith("-e ")]
+    assert local == ["clients/python"]
+    for dockerfile in ("Dockerfile", "Dockerfile.gpu"):
+        text = (ROOT / "docker" / dockerfile).read_text()
+        install = text.index("-r requirements.txt") if "-r requirements.txt" in text else text.index("requirements.txt >")
+        assert all(re.search(rf"^COPY {re.escape(path)} ", text[:install], re.M) for path in local), dockerfile
+
+
 def test_every_image_runs_as_a_non_root_user_and_the_build_context_leaves_local_state_out():
     for dockerfile in ("Dockerfile", "Dockerfile.web", "Dockerfile.gpu"):
         users = re.findall(r"^USER (\S+)", (ROOT / "docker" / dockerfile).read_text(), re.M)
