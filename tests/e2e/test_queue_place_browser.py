@@ -46,6 +46,8 @@ def test_a_queued_run_says_where_it_waits_and_moves_up_when_the_run_in_front_end
     for shown in (page, listing):
         assert shown.evaluate("() => document.documentElement.scrollWidth <= document.documentElement.clientWidth")
 
+    if width != 1400:
+        return  # the place moving is the same at any width; waiting for the page's 10 s re-read once is enough
     # The run in front ends: the list redraws its rows, the page reads its place again while it waits.
     off_loop(lifecycle.finish, Run.objects.get(pk=first.pk), Run.SUCCEEDED, "", 0, "")
     first_now = "1st in the cpu queue, starting within a minute"
