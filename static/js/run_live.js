@@ -528,9 +528,17 @@
   function historyRow(t) {
     const tr = document.createElement("tr");
     tr.dataset.transitionId = String(t.id);
-    const state = document.createElement("span");
-    state.className = "state state-" + t.state;
-    state.textContent = t.state;
+    // "running → queued": the state before the change and after it (one state where it stayed, as a cancel request
+    // leaves a running run running, and on the run's first row)
+    const state = document.createDocumentFragment();
+    [t.previous_state, t.state].forEach(function (s, i) {
+      if (!s || (i === 0 && s === t.state)) return;
+      const badge = document.createElement("span");
+      badge.className = "state state-" + s;
+      badge.textContent = s;
+      state.appendChild(badge);
+      if (i === 0) state.appendChild(document.createTextNode(" → "));
+    });
     const by = t.by ? t.by : (t.worker ? "worker " + t.worker : "");
     [EvolabTime.element(t.at, { seconds: true }), state, t.cause_title, by, t.message].forEach(function (value) {
       const td = document.createElement("td");

@@ -134,6 +134,7 @@ def test_live_messages_add_charts_markers_and_end_the_socket(live_stack, live_us
     page.wait_for_function("() => document.getElementById('run-state').textContent === 'succeeded'")
     newest = page.locator("#history-rows tr").first
     newest.wait_for()
+    # (the run was made running, with no row before this one: one state)
     assert newest.inner_text().split("\t")[1:4] == ["succeeded", "its trainer ended", ""]
     assert newest.locator("td").nth(4).inner_text() == "done <b>at last</b>"
     # the socket is stopped (RunSocket.stop: it never reconnects), not merely closed (which retries)
@@ -388,6 +389,6 @@ def test_the_history_shows_a_change_made_between_the_pages_render_and_its_socket
     page.goto(f"{live_stack.url}/runs/{run.pk}/")  # rendered with one row, before the claim
     page.wait_for_function("() => document.querySelectorAll('#history-rows tr').length === 2")
     assert page.locator("#history-rows tr").first.inner_text().split("\t")[1:4] == [
-        "running", "taken by a worker", "worker host-a:1:abc"]
+        "queued → running", "taken by a worker", "worker host-a:1:abc"]
     off_loop(lifecycle.finish, run, Run.CANCELLED, "cancelled", -15, "", owner="host-a:1:abc")
     page.wait_for_function("() => document.querySelectorAll('#history-rows tr').length === 3")

@@ -62,6 +62,39 @@ def test_a_resume_names_who_asked(user):
                                 "no checkpoint is recorded: resuming from the last one on the workers' disk, or from step 0")
 
 
+def test_each_row_keeps_the_state_before_the_change_too(user, settings):
+    settings.RUN_AUTO_RESUMES = 1
+    run = launched(user)
+    lifecycle.claim(run.pk, owner="w1")
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    lifecycle.reap_run(run.pk)
+    changes = [(t.previous_state, t.state, t.cause) for t in RunTransition.objects.filter(run=run).order_by("id")]
+    assert changes == [("", "queued", "launched"), ("queued", "running", "claimed"),
+                       ("running", "queued", "lease_expired")]
+    assert RunTransition.objects.filter(run=run).first().to_json()["previous_state"] == "running"
+
+
+def test_a_request_that_leaves_the_state_as_it_was_shows_one_state(client, user):
+    run = launched(user)
+    lifecycle.claim(run.pk, owner="w1")
+    cancel_run(run, user)
+    client.force_login(user)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert '<td class="state-change"><span class="state state-running">running</span></td>' in page
+
+
+def test_the_run_page_reads_running_to_queued_for_a_lease_that_expired(client, user, settings):
+    settings.RUN_AUTO_RESUMES = 1
+    run = launched(user)
+    lifecycle.claim(run.pk, owner="w1")
+    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    lifecycle.reap_run(run.pk)
+    client.force_login(user)
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert ('<td class="state-change"><span class="state state-running">running</span> → '
+            '<span class="state state-queued">queued</span></td>') in page
+
+
 def test_the_lease_sweeper_records_the_silent_worker_and_what_it_did(user, settings):
     settings.RUN_AUTO_RESUMES = 1
     run = launched(user)

@@ -309,6 +309,9 @@ class RunTransition(models.Model):
     at = models.DateTimeField(default=timezone.now)
     cause = models.CharField(max_length=30, choices=CAUSES)
     state = models.CharField(max_length=20)  # the run's state after it
+    # and before it (the state of the run's previous row): the history reads "running → queued", as healthchecks'
+    # Flip keeps old and new status; blank for a run's first row
+    previous_state = models.CharField(max_length=20, blank=True, default="")
     message = models.TextField(blank=True)
     # who asked (a launch, a cancel, a resume); a worker's name for a claim; blank for the rest
     by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -320,8 +323,11 @@ class RunTransition(models.Model):
 
     @classmethod
     def record(cls, run, cause: str, by=None, worker: str = "") -> "RunTransition":
-        """The row of a change just written to `run` (its state and message as they now are)."""
-        return cls.objects.create(run=run, cause=cause, state=run.state, message=run.message, by=by, worker=worker)
+        """The row of a change just written to `run` (its state and message as they now are), with the state its
+        previous row left it in."""
+        previous = cls.objects.filter(run=run).order_by("-id").values_list("state", flat=True).first() or ""
+        return cls.objects.create(run=run, cause=cause, state=run.state, previous_state=previous, message=run.message,
+                                  by=by, worker=worker)
 
     @classmethod
     def page(cls, run_id: int, before: int | None = None, limit: int = 100) -> tuple[list, int | None]:
@@ -340,6 +346,7 @@ class RunTransition(models.Model):
             "cause": self.cause,
             "cause_title": self.get_cause_display(),
             "state": self.state,
+            "previous_state": self.previous_state or None,
             "message": self.message,
             "by": self.by.username if self.by_id else None,
             "worker": self.worker,
