@@ -203,3 +203,10 @@ def signed_in(django_user_model, username):
     client = Client()
     client.force_login(django_user_model.objects.get(username=username))
     return client
+
+
+def charts_of(run) -> dict:
+    """The run's stored series as the pages read them: {name: {"steps", "values", "times"}}."""
+    from webapp.runs.queries import metric_series_of_runs
+
+    return metric_series_of_runs([run.pk])[run.pk]

@@ -196,11 +196,6 @@ def push(run_id: int, messages: list[dict]) -> None:
     _send(run_group_name(run_id), messages)
 
 
-def push_team(team_id: int, messages: list[dict]) -> None:
-    """Send messages to everyone watching the team (run list, alerts page)."""
-    _send(team_group_name(team_id), messages)
-
-
 def push_on_commit(run_id: int | None = None, team_id: int | None = None, messages: list[dict] = (),
                    team_messages: list[dict] | None = None) -> None:
     """Push once the current transaction commits, so no watcher hears of a change that

@@ -92,5 +92,4 @@
     });
   }
   runs.forEach(function (r) { if (TERMINAL.indexOf(r.state) < 0) follow(r); });
-  window.evolabComparePage = { board: board };
 })();

@@ -14,7 +14,7 @@ from webapp.alerts.models import Alert
 from webapp.alerts.rules import _STEP_RULES
 from webapp.runs.ingestion import ingest_events
 from webapp.runs.models import Run
-from webapp.runs.queries import metric_series
+from webapp.runs.queries import metric_series_of_runs
 
 pytestmark = pytest.mark.django_db
 
@@ -61,7 +61,7 @@ def test_a_rule_that_raises_becomes_the_runs_processing_failed_alert_and_the_oth
         run, broken_lock_in, sent, caplog, django_capture_on_commit_callbacks):
     caplog.set_level(logging.ERROR, logger="webapp.alerts.engine")
     ingest(run, metric_events(collapsing()), django_capture_on_commit_callbacks, batch=4)
-    assert metric_series(Run.objects.get(pk=run.pk))["entropy"]["steps"] == list(range(1, 13))  # committed
+    assert metric_series_of_runs([run.pk])[run.pk]["entropy"]["steps"] == list(range(1, 13))  # committed
     assert Alert.objects.get(run=run, rule="entropy_collapse").state == "open"  # the other rules judged
     assert not Alert.objects.filter(run=run, rule="majority_lock_in").exists()
     alert = failed(run)

@@ -166,9 +166,9 @@ def test_asynchronous_logging_and_a_resumed_trainer_lose_no_point(live_stack, li
             expected = sorted(expected + [[step, -step] for step in range(100, 111)])
         assert kept == expected, (f"k{i}: {len(kept)} points kept of {len(expected)}", sorted(set(map(tuple, expected)) - set(map(tuple, kept))), done.stderr[-4000:])
     run = ExternalRun.objects.get(run__mlflow_run_id=found["run_id"]).run
-    from webapp.runs.queries import metric_series
+    from tests.factories import charts_of
 
-    chart = metric_series(run)["k0"]
+    chart = charts_of(run)["k0"]
     assert chart["steps"] == list(range(1, 151)) and chart["values"][104] == -105  # the step as logged last
 
 

@@ -11,7 +11,7 @@ from webapp.external.models import LoggedMetric, UnchartedMetric
 from webapp.metrics.models import MetricSeries
 from webapp.runs import ingestion
 from webapp.runs.models import Run
-from webapp.runs.queries import metric_series
+from tests.factories import charts_of
 from webapp.shared_cache import shared_cache
 from workers import tasks
 
@@ -38,7 +38,7 @@ def test_a_log_request_keeps_the_points_and_leaves_the_charting_to_a_worker(mlfl
     assert not MetricSeries.objects.filter(run=run).exists() and run.last_step is None
     assert mlflow.ok("metrics/get-history", run_id=run_id, metric_key="actor/entropy")["metrics"][0]["value"] == 0.8
 
-    assert metric_series(charted(run_id))["entropy"]["values"] == [0.8]
+    assert charts_of(charted(run_id))["entropy"]["values"] == [0.8]
     assert not UnchartedMetric.objects.filter(run=run).exists()
 
 
@@ -53,7 +53,7 @@ def test_requests_ask_for_one_task_while_one_is_coming_and_again_once_it_has_sta
         tasks.chart_logged_metrics(run.pk)  # as the worker runs it: the mark is cleared before it reads
         mlflow.log(run_id, 3, {"loss": 0.8})
     assert chart_tasks(no_enqueue) == [[run.pk], [run.pk]]
-    assert metric_series(charted(run_id))["loss"]["steps"] == [1, 2, 3]
+    assert charts_of(charted(run_id))["loss"]["steps"] == [1, 2, 3]
 
 
 def test_a_point_logged_again_exactly_asks_for_nothing(mlflow, run_id, no_enqueue, django_capture_on_commit_callbacks):
@@ -70,7 +70,7 @@ def test_a_task_delivered_twice_charts_each_point_once(mlflow, run_id):
     run = Run.objects.get(mlflow_run_id=run_id)
     assert charting.chart_waiting(run.pk) == {"points": 2, "steps": 2}
     assert charting.chart_waiting(run.pk) == {"points": 0, "steps": 0}
-    assert metric_series(Run.objects.get(pk=run.pk))["loss"]["values"] == [1.0, 0.5]
+    assert charts_of(Run.objects.get(pk=run.pk))["loss"]["values"] == [1.0, 0.5]
 
 
 def test_a_late_batch_with_an_earlier_point_of_a_charted_step_does_not_replace_its_later_value(mlflow, run_id):
@@ -80,7 +80,7 @@ def test_a_late_batch_with_an_earlier_point_of_a_charted_step_does_not_replace_i
     charted(run_id)
     mlflow.ok("runs/log-metric", {"run_id": run_id, "key": "loss", "value": 5.0, "step": 5, "timestamp": 1000})
     mlflow.ok("runs/log-metric", {"run_id": run_id, "key": "loss", "value": 6.0, "step": 6, "timestamp": 1001})
-    series = metric_series(charted(run_id))["loss"]
+    series = charts_of(charted(run_id))["loss"]
     assert (series["steps"], series["values"]) == ([5, 6], [0.5, 6.0])
 
 
@@ -90,7 +90,7 @@ def test_a_backlog_is_charted_in_turns_each_committed(mlflow, run_id, monkeypatc
         mlflow.log(run_id, step, {"a": float(step), "b": -float(step)})
     run = Run.objects.get(mlflow_run_id=run_id)
     assert charting.chart_waiting(run.pk)["points"] == 20
-    series = metric_series(Run.objects.get(pk=run.pk))
+    series = charts_of(Run.objects.get(pk=run.pk))
     assert series["a"]["steps"] == list(range(1, 11)) and series["b"]["values"] == [-float(s) for s in range(1, 11)]
 
 
@@ -114,7 +114,7 @@ def test_charting_that_fails_shows_on_the_run_keeps_its_points_and_a_retry_chart
     with django_capture_on_commit_callbacks(execute=True):
         tasks.chart_logged_metrics(run.pk)
     assert Alert.objects.get(pk=failed.pk).state == "resolved"
-    assert metric_series(Run.objects.get(pk=run.pk))["loss"]["values"] == [1.0]
+    assert charts_of(Run.objects.get(pk=run.pk))["loss"]["values"] == [1.0]
 
 
 def test_the_periodic_resend_asks_again_for_runs_with_waiting_points_unless_their_task_is_retrying(

@@ -11,7 +11,7 @@ from webapp.external.grouping import group_ready_steps, resend_stale
 from webapp.external.models import ExternalRun, PendingRollout
 from webapp.external.rollouts import parse_lines, prompt_key, receive
 from webapp.runs.models import Group, Rollout, Run
-from webapp.runs.queries import metric_series
+from tests.factories import charts_of
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +44,7 @@ def test_a_step_is_grouped_once_a_later_step_has_arrived(run, no_enqueue, django
     assert group.prompt_id == prompt_key("What is 2 + 2?") and group.majority_answer == "4" and group.size == 4
     rollouts = list(Rollout.objects.filter(group=group).order_by("index").values_list("answer", "valid", "in_majority"))
     assert rollouts == [("4", True, True), ("4", True, True), ("5", True, False), (None, False, False)]
-    series = metric_series(Run.objects.get(pk=run.pk))
+    series = charts_of(Run.objects.get(pk=run.pk))
     assert series["majority_ratio"]["values"] == [0.5] and series["unique_answers"]["values"] == [2.0]
     assert series["invalid_ratio"]["values"] == [0.25]
     assert list(PendingRollout.objects.filter(run=run).values_list("step", flat=True).distinct()) == [2]
@@ -79,7 +79,7 @@ def test_held_out_labels_give_label_accuracy_and_never_change_a_reward(run):
     report(run, step_of(1, ["4", "4", "5"], label="4", rewards=[0.25, 0.5, 1.0])
            + step_of(1, ["9", "9", "8"], prompt="What is 2 + 3?", label="5", rewards=[0.25, 0.5, 1.0]))
     group_ready_steps(run.pk, now=timezone.now() + LATER)
-    series = metric_series(Run.objects.get(pk=run.pk))
+    series = charts_of(Run.objects.get(pk=run.pk))
     assert series["label_accuracy"]["values"] == [0.5] and series["pass@1"]["values"] == [pytest.approx(1 / 3)]
     assert sorted(Rollout.objects.filter(run=run).values_list("reward", flat=True)) == [0.25, 0.25, 0.5, 0.5, 1.0, 1.0]
 
@@ -148,6 +148,6 @@ def test_figures_derived_from_the_rollouts_never_replace_the_trainers_own(run, m
     # completions longer than 8 characters: lengths not given by the trainer are characters, not the limit's tokens
     report(run, step_of(1, ["4", "4"], rewards=[1.0, 1.0]))
     group_ready_steps(run.pk, now=timezone.now() + LATER)
-    series = metric_series(Run.objects.get(pk=run.pk))
+    series = charts_of(Run.objects.get(pk=run.pk))
     assert series["truncated_ratio"]["values"] == [0.125] and series["zero_variance_groups"]["values"] == [0.5]
     assert series["invalid_ratio"]["values"] == [0.0]

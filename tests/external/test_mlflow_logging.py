@@ -8,7 +8,7 @@ from webapp.alerts.models import Alert
 from webapp.external.models import ExternalRun
 from webapp.metrics.models import MetricSeries
 from webapp.runs.models import Run, RunEvent
-from webapp.runs.queries import metric_series
+from tests.factories import charts_of
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +25,7 @@ def run_of(run_id):
 def test_verl_names_are_kept_and_mapped_onto_evolabs(mlflow, run_id):
     mlflow.log(run_id, 1, {"actor/entropy": 0.8, "response_length/clip_ratio": 0.25, "critic/score/mean": 0.4,
                            "timing_s/step": 12.5, "val-core/math/acc/mean_at_16": 0.3})
-    series = metric_series(charted(run_id))
+    series = charts_of(charted(run_id))
     assert series["entropy"]["values"] == [0.8] and series["actor/entropy"]["values"] == [0.8]
     assert series["truncated_ratio"]["values"] == [0.25] and series["reward/mean"]["values"] == [0.4]
     # MLflow's keys cannot hold "@": verl's logger writes it "_at_", charted as verl named it
@@ -40,7 +40,7 @@ def test_verl_names_are_kept_and_mapped_onto_evolabs(mlflow, run_id):
 def test_trl_names_are_mapped_too(mlflow, run_id):
     mlflow.log(run_id, 2, {"entropy": 0.7, "completions/mean_length": 180.0, "reward": 0.6, "reward_std": 0.2,
                            "frac_reward_zero_std": 0.5, "completions/clipped_ratio": 0.1})
-    series = metric_series(charted(run_id))
+    series = charts_of(charted(run_id))
     assert series["response_length/mean"]["values"] == [180.0] and series["reward/std"]["values"] == [0.2]
     assert series["zero_variance_groups"]["values"] == [0.5] and series["truncated_ratio"]["values"] == [0.1]
 
@@ -65,7 +65,7 @@ def test_a_value_that_is_not_a_number_is_refused_and_nothing_of_the_batch_is_kep
 def test_nan_and_infinity_are_kept_as_missing_values(mlflow, run_id):
     mlflow.ok("runs/log-batch", {"run_id": run_id, "metrics": [{"key": "loss", "value": "NaN", "step": 1, "timestamp": 1_795_000_000_000},
                                                                {"key": "loss", "value": 2.0, "step": 2, "timestamp": 1_795_000_000_000}]})
-    assert metric_series(charted(run_id))["loss"]["values"] == [None, 2.0]
+    assert charts_of(charted(run_id))["loss"]["values"] == [None, 2.0]
     history = mlflow.ok("metrics/get-history", None, run_id=run_id, metric_key="loss")["metrics"]
     assert [(m["step"], m["value"]) for m in history] == [(1, "NaN"), (2, 2.0)]
 
@@ -84,8 +84,8 @@ def test_steps_may_go_backwards_and_the_history_keeps_every_value_as_mlflow_does
     history = mlflow.ok("metrics/get-history", run_id=run_id, metric_key="loss")["metrics"]
     assert [(m["step"], m["value"], m["timestamp"]) for m in history] == [
         (1, 1.0, 1001), (5, 5.0, 1005), (9, 9.0, 1009), (5, 0.5, 2000)]  # MLflow's order: timestamp, step, value
-    assert metric_series(charted(run_id))["loss"]["values"] == [1.0, 0.5, 9.0]  # step 5 as it was logged last
-    assert metric_series(run_of(run_id))["kl"]["steps"] == [3, 9]
+    assert charts_of(charted(run_id))["loss"]["values"] == [1.0, 0.5, 9.0]  # step 5 as it was logged last
+    assert charts_of(run_of(run_id))["kl"]["steps"] == [3, 9]
     latest = {m["key"]: (m["step"], m["value"]) for m in mlflow.ok("runs/get", run_id=run_id)["run"]["data"]["metrics"]}
     assert latest == {"loss": (9, 9.0), "kl": (9, 0.9)}  # by step, then timestamp
 
@@ -103,7 +103,7 @@ def test_several_values_of_one_key_at_one_step_and_timestamps_are_kept_exactly(m
 def test_any_64_bit_step_is_kept_for_the_history(mlflow, run_id, step):
     mlflow.ok("runs/log-metric", {"run_id": run_id, "key": "x", "value": 1.5, "step": step, "timestamp": 7})
     assert [m["step"] for m in mlflow.ok("metrics/get-history", run_id=run_id, metric_key="x")["metrics"]] == [step]
-    assert "x" not in metric_series(run_of(run_id))  # the charts hold steps from 0 to 2^31 - 1
+    assert "x" not in charts_of(run_of(run_id))  # the charts hold steps from 0 to 2^31 - 1
 
 
 def test_the_history_comes_a_page_at_a_time_when_asked(mlflow, run_id):
@@ -126,7 +126,7 @@ def test_a_batch_sent_again_stores_nothing_twice(mlflow, run_id):
     events = RunEvent.objects.filter(run=charted(run_id)).count()
     mlflow.ok("runs/log-batch", batch)  # the client retried after its answer was lost
     assert RunEvent.objects.filter(run=charted(run_id)).count() == events
-    assert metric_series(charted(run_id))["loss"]["values"] == [1.0]
+    assert charts_of(charted(run_id))["loss"]["values"] == [1.0]
 
 
 def test_a_param_is_written_once(mlflow, run_id):

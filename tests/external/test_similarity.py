@@ -14,7 +14,7 @@ from webapp.external.grouping import group_ready_steps
 from webapp.external.models import ExternalRun
 from webapp.external.rollouts import parse_lines, receive
 from webapp.runs.models import Group, Run
-from webapp.runs.queries import metric_series
+from tests.factories import charts_of
 
 pytestmark = pytest.mark.django_db
 
@@ -44,7 +44,7 @@ def test_each_group_of_two_or_more_gets_its_cosine_similarity_matrix(grouped_run
     b = Group.objects.get(run=run, size=2)
     assert b.similarity[0][1] == pytest.approx(expected, abs=1e-3) and b.similarity_mean == b.similarity[0][1]
     assert Group.objects.get(run=run, size=1).similarity is None
-    mean = metric_series(Run.objects.get(pk=run.pk))["similarity/mean"]["values"]
+    mean = charts_of(Run.objects.get(pk=run.pk))["similarity/mean"]["values"]
     assert mean == [pytest.approx((a.similarity_mean + b.similarity_mean) / 2)]
     assert ExternalRun.objects.get(run=run).embedding_lease_until is None
 

@@ -3,7 +3,7 @@ import pytest
 
 from tests.factories import event_log, make_prompt_set, make_team
 from webapp.runs.models import Run
-from webapp.runs.queries import downsample, metric_series
+from webapp.runs.queries import downsample, metric_series_of_runs
 from webapp.runs.ingestion import _live_message, ingest_events
 
 pytestmark = pytest.mark.django_db
@@ -107,7 +107,7 @@ def test_a_run_of_another_team_is_a_404(api_client, django_user_model):
 def test_metric_series_reads_a_whole_ingested_log_in_two_queries(run, django_assert_num_queries):
     ingest_events(run, event_log(steps=3))
     with django_assert_num_queries(2):  # the series, then closed chunks and open points: whatever the run's length
-        series = metric_series(run)
+        series = metric_series_of_runs([run.pk])[run.pk]
     assert series["entropy"]["steps"] == [1, 2, 3] and all(t is not None for t in series["entropy"]["times"])
 
 

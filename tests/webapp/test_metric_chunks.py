@@ -6,12 +6,12 @@ import pytest
 from django.db import connection
 
 from tests.factories import make_prompt_set
-from webapp.alerts.engine import load_history
+from webapp.alerts import engine
 from webapp.metrics import series
 from webapp.metrics.models import MetricChunk, MetricPoint
 from webapp.runs.models import Run
 from webapp.metrics.series import CHUNK_STEPS, OPEN_TAIL
-from webapp.runs.queries import metric_series
+from webapp.runs.queries import metric_series_of_runs
 from webapp.runs.ingestion import ingest_events
 
 pytestmark = pytest.mark.django_db
@@ -44,7 +44,7 @@ def test_a_long_series_closes_into_chunks_and_reads_back_every_point(run):
     chunks = MetricChunk.objects.filter(series__run=run, series__name="entropy").order_by("first_step")
     assert [(c.first_step, c.last_step) for c in chunks] == [(0, C - 1), (C, 2 * C - 1)]
     assert not MetricPoint.objects.filter(series__run=run, step__lt=2 * C).exists()  # not kept twice
-    read = metric_series(run)
+    read = metric_series_of_runs([run.pk])[run.pk]
     assert read["entropy"] == expected(range(1, STEPS + 1))
     assert read["loss"]["values"][6] is None and read["loss"]["values"][7] == 4.0  # a missing value stays missing
 
@@ -65,17 +65,18 @@ def test_a_closed_step_logged_again_reopens_its_chunk_and_keeps_the_later_value(
     ingest_events(run, again)
     run.refresh_from_db()
     assert run.series_closed_until == 2 * C  # closed again once stored
-    values = metric_series(run)["entropy"]
+    values = metric_series_of_runs([run.pk])[run.pk]["entropy"]
     assert values["steps"] == list(range(1, STEPS + 1))
     assert values["values"] == [1.0 / s for s in range(1, C + C // 2)] + [2.0] * (STEPS - C - C // 2 + 1)
 
 
 def test_the_alert_rules_read_their_head_from_closed_chunks(run):
     ingest_events(run, log(range(1, STEPS + 1)))
-    history = load_history(run)
-    assert history.steps[:3] == [1, 2, 3] and history.steps[-1] == STEPS
-    assert history.metrics["entropy"][0] == 1.0
-    assert len(history.steps) == 21 + 201  # the first 21 steps and the last 201
+    read = engine.evaluate_steps(run, [STEPS]).by_step  # what the rules read to judge the last step
+    steps = sorted(read)
+    assert steps[:3] == [1, 2, 3] and steps[-1] == STEPS
+    assert read[1]["entropy"] == 1.0
+    assert len(steps) == 21 + 201  # the first 21 steps and the last 201
 
 
 def test_a_live_run_logging_one_step_per_call_closes_its_chunks_as_it_goes(run):
@@ -84,7 +85,7 @@ def test_a_live_run_logging_one_step_per_call_closes_its_chunks_as_it_goes(run):
     run.refresh_from_db()
     assert run.series_closed_until == C
     assert MetricChunk.objects.filter(series__run=run, series__name="entropy").count() == 1
-    assert metric_series(run)["entropy"] == expected(range(1, C + OPEN_TAIL + 3))
+    assert metric_series_of_runs([run.pk])[run.pk]["entropy"] == expected(range(1, C + OPEN_TAIL + 3))
 
 
 def test_the_run_page_overview_thins_packed_chunks_exactly_as_downsample_thins_the_full_series(run):
@@ -93,7 +94,7 @@ def test_the_run_page_overview_thins_packed_chunks_exactly_as_downsample_thins_t
     ingest_events(run, log(range(1, STEPS + 1), value=lambda s: (s * 7919) % 113 / 113))
     ingest_events(run, [{"seq": STEPS, "time": T0 + 0.5, "type": "eval", "step": 1, "values": {"pass@16": 0.5}}])
     overview, thinned = series.overview(run.pk, 200)
-    full = metric_series(run)
+    full = metric_series_of_runs([run.pk])[run.pk]
     assert sorted(overview) == sorted(full) and thinned == ["entropy", "loss"]
     for name, points in full.items():
         assert overview[name] == downsample(points, 200), name

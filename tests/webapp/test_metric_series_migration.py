@@ -22,11 +22,9 @@ def test_old_points_become_series_whose_later_value_of_a_step_wins_with_its_even
             Point.objects.create(run=run, seq=seq, step=step, name=name, value=value)
 
         migrate_to(AFTER)
-        from webapp.runs.models import Run
-        from webapp.runs.queries import metric_series
+        from webapp.runs.queries import metric_series_of_runs
 
-        # only the columns 0006 has: later migrations add others that the model now reads
-        assert metric_series(Run.objects.only("id", "series_closed_until").get(pk=run.pk)) == {
+        assert metric_series_of_runs([run.pk])[run.pk] == {
             "entropy": {"steps": [1, 2], "values": [1.0, 0.7], "times": [10.0, 30.0]},
             "eval/pass@16": {"steps": [2], "values": [0.5], "times": [25.0]},
         }

@@ -2,10 +2,9 @@ import json
 
 import pytest
 
-from tests.factories import RunStream, TeamListener, event_log, make_prompt_set
+from tests.factories import RunStream, TeamListener, charts_of, event_log, make_prompt_set
 from webapp.metrics.models import MetricPoint
 from webapp.runs.models import Group, Rollout, Run, RunEvent
-from webapp.runs.queries import metric_series
 from webapp.runs.ingestion import ingest_events
 from workers.event_tail import EventTail
 
@@ -200,7 +199,7 @@ def test_a_step_logged_again_after_a_resume_keeps_the_later_value_and_time(run):
              {"seq": 3, "time": 40.0, "type": "metrics", "step": 3, "values": {"entropy": 0.6}}]
     ingest_events(run, first)
     ingest_events(run, again)
-    series = metric_series(run)["entropy"]
+    series = charts_of(run)["entropy"]
     assert series == {"steps": [1, 2, 3], "values": [1.0, 0.7, 0.6], "times": [10.0, 30.0, 40.0]}
 
 
@@ -208,13 +207,13 @@ def test_a_step_logged_twice_in_one_batch_keeps_the_later_value(run):
     events = [{"seq": 0, "time": 10.0, "type": "metrics", "step": 1, "values": {"entropy": 1.0}},
               {"seq": 1, "time": 20.0, "type": "metrics", "step": 1, "values": {"entropy": 0.5}}]
     ingest_events(run, events)
-    assert metric_series(run)["entropy"] == {"steps": [1], "values": [0.5], "times": [20.0]}
+    assert charts_of(run)["entropy"] == {"steps": [1], "values": [0.5], "times": [20.0]}
 
 
 def test_an_eval_of_a_step_already_logged_gets_its_own_series_and_time(run):
     ingest_events(run, [{"seq": 0, "time": 10.0, "type": "metrics", "step": 4, "values": {"entropy": 1.0}}])
     ingest_events(run, [{"seq": 1, "time": 15.0, "type": "eval", "step": 4, "values": {"pass@16": 0.5}}])
-    series = metric_series(run)
+    series = charts_of(run)
     assert series["eval/pass@16"] == {"steps": [4], "values": [0.5], "times": [15.0]}
     assert series["entropy"] == {"steps": [4], "values": [1.0], "times": [10.0]}
 

@@ -18,7 +18,7 @@ import time
 from django.conf import settings
 from django.contrib import admin
 from django.contrib.admin.forms import AdminAuthenticationForm
-from django.contrib.auth.forms import AuthenticationForm, UsernameField
+from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import LoginView
 from django.core.exceptions import ValidationError
 from django.forms.forms import NON_FIELD_ERRORS
@@ -45,11 +45,6 @@ def client_address(request) -> str:
     # fewer entries than proxies: the request came in through the inner ones only; the leftmost is still
     # what a trusted proxy saw
     return hops[-min(trusted, len(hops))]
-
-
-def normalised_username(username: str) -> str:
-    """The username as sign-in reads it (AuthenticationForm's UsernameField)."""
-    return UsernameField().to_python(username or "")
 
 
 def _keys(username: str, address: str) -> list[tuple[str, int]]:

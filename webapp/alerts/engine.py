@@ -57,15 +57,10 @@ def _finite(value):
     return value if isinstance(value, (int, float)) and math.isfinite(value) else None
 
 
-def load_history(run, up_to_step: int | None = None, tail_from: int | None = None) -> History:
-    """The rules' metrics at the run's first HEAD_STEPS steps (start values) and at the TAIL_STEPS
-    steps before tail_from (default: up_to_step) up to up_to_step (default: the last logged step)."""
-    return _history(_load_by_step(run, up_to_step, tail_from), run)
-
-
 def _load_by_step(run, up_to_step: int | None, tail_from: int | None) -> dict:
-    """{step: {name: value}} of what load_history reads. Each series is read by step range
-    (webapp/metrics/series.py), never scanned whole."""
+    """{step: {name: value}} of the rules' metrics at the run's first HEAD_STEPS steps (start values) and at the
+    TAIL_STEPS steps before tail_from (default: up_to_step) up to up_to_step (default: the last logged step). Each
+    series is read by step range (webapp/metrics/series.py), never scanned whole."""
 
     names = dict(
         MetricSeries.objects.filter(run=run, clock=False)
@@ -98,7 +93,7 @@ _RULE_METRIC_SET = frozenset(RULE_METRICS)
 class RuleMemory:
     """What the rules read of one run (its first HEAD_STEPS steps and the last TAIL_STEPS), kept by
     ingestion between two calls for the same run so a live run's next step is judged without
-    reading its history back: add() the new events, and it holds what load_history would read."""
+    reading its history back: add() the new events, and it holds what _load_by_step would read."""
 
     def __init__(self, by_step: dict):
         self.by_step = by_step

@@ -55,11 +55,6 @@ def check() -> tuple[int, dict]:
         _refreshing.release()
 
 
-def forget() -> None:
-    """Drop the cached check (tests)."""
-    _last.update(at=None, result=None)
-
-
 def shown_to(user, body: dict) -> dict:
     """The check as `user` may read it: error texts (addresses, driver messages) for staff only."""
     if user.is_authenticated and user.is_staff:

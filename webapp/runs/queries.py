@@ -29,17 +29,11 @@ def chart_metrics(run: Run) -> list[str]:
     return names + list(spec.charts if spec else ("similarity/mean",))
 
 
-def metric_series(run: Run, names: list[str] | None = None, since_step: int | None = None,
-                  max_points: int | None = None) -> dict:
-    """{name: {"steps": [...], "values": [...], "times": [...]}} in step order; `times` are
-    the unix seconds of the event that carried each point. `since_step` keeps the points
-    with step > since_step; `max_points` thins each series (see downsample)."""
-    return metric_series_of_runs([run.pk], names, since_step, max_points)[run.pk]
-
-
 def metric_series_of_runs(run_ids: list[int], names: list[str] | None = None, since_step: int | None = None,
                           max_points: int | None = None) -> dict:
-    """metric_series for several runs at once: {run_id: {name: series}} (webapp/metrics/series.py reads them)."""
+    """{run_id: {name: {"steps": [...], "values": [...], "times": [...]}}} in step order (webapp/metrics/series.py
+    reads them); `times` are the unix seconds of the event that carried each point. `since_step` keeps the points
+    with step > since_step; `max_points` thins each series (see downsample)."""
     result = {}
     for run_id, found in series.read(run_ids, names, since_step).items():
         result[run_id] = {name: item.lists() for name, item in found.items()}
