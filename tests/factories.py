@@ -1,4 +1,6 @@
 """Small builders for test data."""
+from contextlib import contextmanager
+
 from webapp.prompts.models import PromptSet
 from webapp.prompts.parsing import PromptRow, ParsedPromptSet
 
@@ -84,6 +86,15 @@ def migrate_to(targets):
     executor.loader.build_graph()
     executor.migrate(targets)
     return executor.loader.project_state(targets).apps
+
+
+@contextmanager
+def migrated_from(targets):
+    """The test database at a past migration state `targets`, with that state's apps; migrated to the latest after."""
+    try:
+        yield migrate_to(targets)
+    finally:
+        migrate_to_latest()
 
 
 def run_in(apps):

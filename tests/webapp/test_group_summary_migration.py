@@ -1,7 +1,7 @@
 """Groups stored before their summary columns existed are summarised from their rollouts."""
 import pytest
 
-from tests.factories import migrate_to, migrate_to_latest, run_in
+from tests.factories import migrate_to, migrated_from, run_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -10,8 +10,7 @@ AFTER = [("runs", "0007_group_summary")]
 
 
 def test_stored_groups_get_the_summary_ingestion_would_have_written():
-    try:
-        old = migrate_to(BEFORE)
+    with migrated_from(BEFORE) as old:
         run = run_in(old)
         Group, Rollout = old.get_model("runs", "Group"), old.get_model("runs", "Rollout")
         group = Group.objects.create(run=run, seq=0, step=1, prompt_id="p1", majority_answer="5",
@@ -28,5 +27,3 @@ def test_stored_groups_get_the_summary_ingestion_would_have_written():
         assert (summarised.size, summarised.unique_answers, summarised.reward_mean) == (3, 2, 0.5)
         assert summarised.majority_ratio == pytest.approx(2 / 3) and summarised.similarity_mean == 0.5
         assert NewGroup.objects.filter(pk=empty.pk).values_list("size", "majority_ratio").get() == (0, None)
-    finally:
-        migrate_to_latest()

@@ -1,7 +1,7 @@
 """Metric points stored before series existed move into series and narrow points, times included."""
 import pytest
 
-from tests.factories import migrate_to, migrate_to_latest, run_in
+from tests.factories import migrate_to, migrated_from, run_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -10,8 +10,7 @@ AFTER = [("runs", "0006_metric_series")]
 
 
 def test_old_points_become_series_whose_later_value_of_a_step_wins_with_its_event_time():
-    try:
-        old = migrate_to(BEFORE)
+    with migrated_from(BEFORE) as old:
         run = run_in(old)
         Event, Point = old.get_model("runs", "RunEvent"), old.get_model("runs", "MetricPoint")
         for seq, kind, step, time in [(0, "metrics", 1, 10.0), (1, "metrics", 2, 20.0), (2, "eval", 2, 25.0),
@@ -28,5 +27,3 @@ def test_old_points_become_series_whose_later_value_of_a_step_wins_with_its_even
             "entropy": {"steps": [1, 2], "values": [1.0, 0.7], "times": [10.0, 30.0]},
             "eval/pass@16": {"steps": [2], "values": [0.5], "times": [25.0]},
         }
-    finally:
-        migrate_to_latest()

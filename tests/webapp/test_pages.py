@@ -5,6 +5,7 @@ from django.utils.html import escape
 from tests.factories import event_log, make_prompt_set
 from webapp.prompts.models import PromptSet
 from webapp.runs.models import Run
+from webapp.explorer.text_search import words
 from webapp.runs.templatetags.rollout_text import highlight_boxed, number
 from webapp.runs.ingestion import ingest_events
 
@@ -173,4 +174,4 @@ def test_the_rollout_page_shows_r_zeros_challenger_prompt_and_the_solvers_genera
     ],
 )
 def test_highlight_boxed_marks_a_searchs_words_in_the_escaped_text(text, query, expected):
-    assert highlight_boxed(text, query) == expected
+    assert highlight_boxed(text, words(query)) == expected

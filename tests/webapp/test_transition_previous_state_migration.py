@@ -1,7 +1,7 @@
 """Rows of a run's history kept before RunTransition.previous_state existed get it from the run's previous row."""
 import pytest
 
-from tests.factories import migrate_to, migrate_to_latest, run_in
+from tests.factories import migrate_to, migrated_from, run_in
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -10,9 +10,8 @@ AFTER = [("runs", "0020_transition_previous_state")]
 
 
 def test_each_kept_row_gets_the_state_of_the_runs_row_before_it():
-    try:
-        old = migrate_to(BEFORE)
-        first, second = run_in(old), None
+    with migrated_from(BEFORE) as old:
+        first = run_in(old)
         Transition = old.get_model("runs", "RunTransition")
         for state, cause in (("queued", "launched"), ("running", "claimed"), ("queued", "lease_expired")):
             Transition.objects.create(run=first, cause=cause, state=state)
@@ -25,5 +24,3 @@ def test_each_kept_row_gets_the_state_of_the_runs_row_before_it():
         assert list(New.objects.filter(run_id=first.pk).order_by("id").values_list("previous_state", "state")) == [
             ("", "queued"), ("queued", "running"), ("running", "queued")]
         assert list(New.objects.filter(run_id=second.pk).values_list("previous_state", flat=True)) == [""]
-    finally:
-        migrate_to_latest()

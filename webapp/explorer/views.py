@@ -15,6 +15,7 @@ from webapp.runs.queries import groups_at, step_bounds
 from .exports import with_prompts
 from .history import prompt_history, prompt_texts
 from .search import SEARCH_PARAMS, search, search_orders
+from .text_search import words
 
 @login_required
 def run_rollouts(request, pk):
@@ -63,7 +64,8 @@ def rollout_search_page(request, pk):
                 if found.next_cursor else None)
     return render(request, "explorer/rollout_search.html", {
         **context, "results": results, "extra_keys": extra_keys, "next_url": next_url,
-        "labelled": any(r["label"] is not None for r in results), "first_row": first_row, "query": params.get("q", ""),
+        "labelled": any(r["label"] is not None for r in results), "first_row": first_row,
+        "query_words": words(params.get("q", "")),  # marked in each text as the search cut them
         "last_row": first_row + len(results) - 1,
         "text_index": found.text_index_json(), "count": found.count, "count_exact": found.count_exact,
         "first_url": urlencode({k: v for k, v in params.items() if k != "cursor"}) if "cursor" in params else None})

@@ -1,4 +1,5 @@
 import threading
+from concurrent.futures import ThreadPoolExecutor
 import time
 
 from django.conf import settings
@@ -78,9 +79,11 @@ def queue_slots(refresh: bool = False) -> dict[str, int] | None:
     if not refresh and _queues_cache["at"] is not None and now - _queues_cache["at"] < QUEUE_CHECK_SECONDS:
         return _queues_cache["slots"]
     try:
-        inspect = app.control.inspect(timeout=1.0)
-        replies = inspect.active_queues() or {}
-        stats = inspect.stats() or {} if replies else {}
+        # both broadcasts at once: each waits out its whole timeout for replies, on the request that refreshes this
+        with ThreadPoolExecutor(2) as pool:
+            asked = [pool.submit(getattr(app.control.inspect(timeout=1.0), command))
+                     for command in ("active_queues", "stats")]
+            replies, stats = (answer.result() or {} for answer in asked)
         slots: dict[str, int] | None = {}
         for worker, worker_queues in replies.items():
             pool = (stats.get(worker) or {}).get("pool") or {}

@@ -11,15 +11,15 @@ _BOXED_START = re.compile(r"\\(?:boxed|fbox)\s*\{")
 
 
 @register.filter
-def highlight_boxed(text, query=""):
-    """Model output, escaped, with each \\boxed{...} (balanced braces) in <mark class="boxed"> and, given a search
-    query, each of its words in <mark class="match"> (whole words, any case: the words the search matched,
-    webapp/explorer/text_search.py).
+def highlight_boxed(text, words=()):
+    """Model output, escaped, with each \\boxed{...} (balanced braces) in <mark class="boxed"> and each of a search's
+    `words` (lowercase, as the search cuts its query: webapp/explorer/text_search.py, words) in <mark class="match">,
+    whole words in any case.
 
     The spans are found in the raw text and every piece is escaped on its own, so no tag or entity is ever
     searched or split: model output is untrusted."""
     text = str(text or "")
-    pattern = _words_pattern(query) if query else None
+    pattern = _words_pattern(tuple(words)) if words else None
     out, pos = [], 0
     for start, end in _boxed_spans(text):
         out.append(_marked_words(text[pos:start], pattern))
@@ -46,12 +46,10 @@ def _boxed_spans(text: str) -> list[tuple[int, int]]:
 
 
 @lru_cache(maxsize=32)  # one query for every row of a page
-def _words_pattern(query: str):
-    found = sorted(set(re.findall(r"[^\W_]+", query.lower())), key=len, reverse=True)
-    if not found:
-        return None
-    # a word as the search cuts them ([^\W_]+): not inside a longer one
-    return re.compile(r"(?<![^\W_])(?:" + "|".join(map(re.escape, found)) + r")(?![^\W_])", re.IGNORECASE)
+def _words_pattern(words: tuple):
+    longest_first = sorted(set(words), key=len, reverse=True)
+    # a whole word, as the search cuts them ([^\W_]+): not inside a longer one
+    return re.compile(r"(?<![^\W_])(?:" + "|".join(map(re.escape, longest_first)) + r")(?![^\W_])", re.IGNORECASE)
 
 
 def _marked_words(text: str, pattern) -> str:
