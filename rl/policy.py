@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rl.arithmetic import synthetic_problems  # noqa: F401  (re-exported for tests and the demo)
+from rl.arithmetic import synthetic_problems
 
 ASSETS_DIR = Path(__file__).resolve().parent / "assets"
 DEFAULT_POLICY_DIR = ASSETS_DIR / "default_policy"
@@ -69,15 +69,6 @@ def load_tokenizer(path):
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
-
-
-def load_policy(model: str = "default"):
-    """(model, tokenizer) on CPU, offline, tokenizer left-padded for generation."""
-    from transformers import AutoModelForCausalLM
-
-    path = resolve_model_path(model)
-    policy = AutoModelForCausalLM.from_pretrained(path, local_files_only=True)
-    return policy, load_tokenizer(path)
 
 
 def load_trainable_model(path):

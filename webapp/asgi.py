@@ -24,11 +24,8 @@ body_limit.install(settings.REQUEST_BODY_MAX_BYTES)
 # hook, the view), which cost more than the metrics API's own work, and a slow request held up
 # every other. A response streams from its thread as it is produced (webapp/http_bridge.py: and stops
 # when its client goes away). WebSockets stay on Channels.
-# Threads serving HTTP at once; each holds one database connection from the pool (max 20) while it works.
-HTTP_THREADS = int(os.environ.get("EVOLAB_HTTP_THREADS", 8))
-# Downloads (the exports) have threads of their own, so stalled ones cannot take the pages' (http_bridge.py)
-DOWNLOAD_THREADS = int(os.environ.get("EVOLAB_HTTP_DOWNLOAD_THREADS", 4))
-django_http_app = WSGIBridge(get_wsgi_application(), workers=HTTP_THREADS, download_workers=DOWNLOAD_THREADS)
+django_http_app = WSGIBridge(get_wsgi_application(), workers=settings.HTTP_THREADS,
+                             download_workers=settings.HTTP_DOWNLOAD_THREADS)
 settings.DATABASES  # read now, while the flag is set
 if _we_set_the_pool_flag:
     del os.environ["EVOLAB_DB_POOL"]

@@ -20,17 +20,15 @@ reads nothing for EVOLAB_HTTP_STALL_SECONDS is disconnected, so it cannot hold a
 import asyncio
 import concurrent.futures
 import functools
-import os
 import re
 import threading
 
 from a2wsgi.wsgi import WSGIMiddleware, WSGIResponder
+from django.conf import settings
 from twisted.internet.interfaces import IPushProducer
 from zope.interface import implementer
 
 WAIT_SECONDS = 0.5  # how often a thread waiting to hand over a chunk checks that its request is still there
-# how long a response waits for its client to read before the connection is cut
-STALL_SECONDS = float(os.environ.get("EVOLAB_HTTP_STALL_SECONDS", 60))
 
 
 class ClientGone(ConnectionError):
@@ -104,7 +102,7 @@ class _SocketFlow:
                 self.release()  # Twisted wants no producer left once the request finishes
             elif self._register() and not self.writable.is_set():
                 try:
-                    await asyncio.wait_for(self.writable.wait(), STALL_SECONDS)
+                    await asyncio.wait_for(self.writable.wait(), settings.HTTP_STALL_SECONDS)
                 except asyncio.TimeoutError:
                     channel = getattr(self.request, "channel", None)
                     if channel is not None:
@@ -135,7 +133,7 @@ EXPORT_PATH = re.compile(r"/api/runs/[^/]+/(?:metrics|rollouts)/export/?")
 
 class WSGIBridge(WSGIMiddleware):
     """a2wsgi's WSGIMiddleware with _Responder for HTTP. Downloads run on threads of their own: a download whose
-    client reads slowly or not at all holds its thread until it reads (or STALL_SECONDS cut it), and on the pages'
+    client reads slowly or not at all holds its thread until it reads (or settings.HTTP_STALL_SECONDS cut it), and on the pages'
     threads eight stalled downloads held all eight while every other request waited behind them. Downloads past
     `download_workers` at once wait for one of theirs."""
 

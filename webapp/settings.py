@@ -213,6 +213,16 @@ RUN_LEASE_SECONDS = float(os.environ.get("EVOLAB_RUN_LEASE_SECONDS", 60))
 RUN_AUTO_RESUMES = int(os.environ.get("EVOLAB_RUN_AUTO_RESUMES", 3))
 RUN_REDISPATCH_SECONDS = float(os.environ.get("EVOLAB_RUN_REDISPATCH_SECONDS", 600))
 RUN_REAP_EVERY_SECONDS = float(os.environ.get("EVOLAB_RUN_REAP_EVERY_SECONDS", 15))
+# After SIGTERM a trainer finishes its step and writes a checkpoint; one that takes longer than this is killed (or
+# its engine job ended) so that a cancel always ends (workers/supervisor.py, workers/engine_jobs.py).
+RUN_CANCEL_GRACE_SECONDS = float(os.environ.get("EVOLAB_CANCEL_GRACE_SECONDS", 120))
+
+# The web server (webapp/asgi.py, webapp/http_bridge.py): threads serving HTTP at once, each holding one database
+# connection from the pool (max 20) while it works; threads of their own for downloads (the exports), so stalled
+# ones cannot take the pages'; how long a response waits for a client that reads nothing before the connection is cut.
+HTTP_THREADS = int(os.environ.get("EVOLAB_HTTP_THREADS", 8))
+HTTP_DOWNLOAD_THREADS = int(os.environ.get("EVOLAB_HTTP_DOWNLOAD_THREADS", 4))
+HTTP_STALL_SECONDS = float(os.environ.get("EVOLAB_HTTP_STALL_SECONDS", 60))
 
 # Uploads: a prompt file over this size is refused with a message naming the limit.
 PROMPT_FILE_MAX_BYTES = int(os.environ.get("EVOLAB_PROMPT_FILE_MAX_BYTES", 20 * 1024 * 1024))

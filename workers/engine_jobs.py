@@ -21,7 +21,7 @@ from .engines import Engine, EngineError, JobSpec, JobState
 from .event_tail import LogIngestion
 from .shutdown import WORKER_SHUTTING_DOWN
 from .watched import Polled
-from .run_io import (CANCEL_GRACE_SECONDS, POLL_SECONDS, cancel_requested, index_texts, index_the_rest, once,
+from .run_io import (POLL_SECONDS, cancel_requested, index_texts, index_the_rest, once,
                      prepare_run_dir, set_aside_stale_run_dir, until_stored)
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def _spec(run: Run, engine: Engine, attempt: int, resume: bool) -> JobSpec:
         code_dir=settings.ENGINE_CODE_DIR, python=settings.TRAINER_PYTHON or settings.ENGINE_PYTHON, nodes=run.nodes,
         gpus=run.gpus, resume=resume, options={**settings.SLURM_OPTIONS, **(run.engine_options or {})},
         environment={"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"},
-        accelerate_config=settings.TRAINER_ACCELERATE_CONFIG or None, stop_grace_seconds=CANCEL_GRACE_SECONDS)
+        accelerate_config=settings.TRAINER_ACCELERATE_CONFIG or None, stop_grace_seconds=settings.RUN_CANCEL_GRACE_SECONDS)
 
 
 def _watch(run: Run, owner: str, engine: Engine, job_id: str, spec: JobSpec) -> str | None:
@@ -129,7 +129,7 @@ def _watch(run: Run, owner: str, engine: Engine, job_id: str, spec: JobSpec) -> 
         if stop_sent_at is None and once(cancel_requested, run):
             _ask(engine.stop, job_id)
             stop_sent_at = now
-        elif stop_sent_at is not None and now - stop_sent_at > CANCEL_GRACE_SECONDS:
+        elif stop_sent_at is not None and now - stop_sent_at > settings.RUN_CANCEL_GRACE_SECONDS:
             _ask(engine.kill, job_id)
             stop_sent_at = float("inf")  # killed once
         time.sleep(POLL_SECONDS)

@@ -3,7 +3,6 @@ workers/engine_jobs.py, the trainer as a cluster engine's job): the run director
 database calls of a poll, made to outlast a database that goes away for a while."""
 import json
 import logging
-import os
 import shutil
 import time
 
@@ -19,9 +18,6 @@ from webapp.tasks import INDEX_ROLLOUT_TEXT, send
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.5
-# After SIGTERM the trainer finishes its step and writes a checkpoint; one that takes longer than this is killed
-# (or its engine job ended) so that a cancel always ends.
-CANCEL_GRACE_SECONDS = float(os.environ.get("EVOLAB_CANCEL_GRACE_SECONDS", 120))
 
 
 def uses_references(run: Run) -> bool:

@@ -35,7 +35,7 @@ from .event_tail import LogIngestion
 from . import engines
 from .engine_jobs import supervise_job
 from .engines.base import file_tail
-from .run_io import (CANCEL_GRACE_SECONDS, POLL_SECONDS, cancel_requested, index_texts, index_the_rest, once,
+from .run_io import (POLL_SECONDS, cancel_requested, index_texts, index_the_rest, once,
                      prepare_run_dir, set_aside_stale_run_dir, until_stored)
 from .shutdown import WORKER_SHUTTING_DOWN
 from .watched import Polled
@@ -176,7 +176,7 @@ def _watch(run: Run, child: subprocess.Popen, owner: str) -> tuple[int | None, b
             shutting_down = WORKER_SHUTTING_DOWN.is_set()
             _kill_group(child.pid, signal.SIGTERM)
             stop_sent_at = time.monotonic()
-        elif stop_sent_at is not None and time.monotonic() - stop_sent_at > CANCEL_GRACE_SECONDS:
+        elif stop_sent_at is not None and time.monotonic() - stop_sent_at > settings.RUN_CANCEL_GRACE_SECONDS:
             _kill_group(child.pid, signal.SIGKILL)
         time.sleep(POLL_SECONDS)
     events.drain(lambda: once(lifecycle.heartbeat, run.pk, owner))  # still failing: the run fails, saying why
@@ -196,7 +196,7 @@ def _stop(child: subprocess.Popen) -> None:
     """SIGTERM the trainer's group (it checkpoints after its step), SIGKILL it after the grace period."""
     _kill_group(child.pid, signal.SIGTERM)
     try:
-        child.wait(timeout=CANCEL_GRACE_SECONDS)
+        child.wait(timeout=settings.RUN_CANCEL_GRACE_SECONDS)
     except subprocess.TimeoutExpired:
         pass
     _kill_group(child.pid, signal.SIGKILL)  # whatever of its group is left (rank processes)
@@ -228,9 +228,9 @@ def _take_run_lock(run: Run, owner: str):
         except BlockingIOError:
             pass
         waited = time.monotonic() - started
-        if waited > CANCEL_GRACE_SECONDS:
+        if waited > settings.RUN_CANCEL_GRACE_SECONDS:
             sig = signal.SIGKILL
-        if waited > CANCEL_GRACE_SECONDS + 30:
+        if waited > settings.RUN_CANCEL_GRACE_SECONDS + 30:
             lock.close()
             raise RunLocked(f"another trainer of this run (process group {pgid or 'unknown'}, on a host that shares "
                             f"its directory?) still holds {run.run_dir / LOCK_FILE}; stop it, then resume the run")

@@ -10,7 +10,7 @@ from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 from rl.groups import Group
 from rl.methods import METHODS, validate_hyperparameters
 from rl.methods.darl import darl_reward
-from rl.policy import load_policy
+from tests.rl.policies import load_policy
 from rl.policy_probe import PolicyProbe
 from rl.probes import answer_probabilities_from_ids
 

@@ -10,11 +10,12 @@ import torch
 
 from rl.answers import extract_boxed
 from rl.arithmetic import ANSWER_FORMATS, CHALLENGER_PROMPT, synthetic_problems
-from rl.policy import (DEFAULT_POLICY_DIR, SAMPLE_PATH, ModelPathError, heldout_problems, load_policy,
+from rl.policy import (DEFAULT_POLICY_DIR, SAMPLE_PATH, ModelPathError, heldout_problems,
                        resolve_model_path)
 from rl.prompts import (STEP_BY_STEP_SYSTEM_PROMPT, THINK_ANSWER_SYSTEM_PROMPT, encode_prompt, extract_think_answer,
                         format_prompt)
 from rl.methods.r_zero import extract_question
+from tests.rl.policies import load_policy
 
 PAPER_FORMATS = ["step_by_step", "think_answer"]
 

@@ -103,7 +103,7 @@ def test_the_reward_is_the_per_token_mean():
 
 @pytest.fixture(scope="module")
 def policy():
-    from rl.policy import load_policy
+    from tests.rl.policies import load_policy
 
     model, tokenizer = load_policy("default")
     model.eval()

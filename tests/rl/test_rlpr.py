@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from rl.methods import METHODS, validate_hyperparameters
-from rl.policy import load_policy
+from tests.rl.policies import load_policy
 from rl.methods.rlpr import r1_format_reward, rlpr_debiased_reward
 from rl.groups import Group
 from rl.policy_probe import PolicyProbe

@@ -15,7 +15,8 @@ import torch
 from transformers import PreTrainedTokenizer
 
 from rl.methods import METHODS, validate_hyperparameters
-from rl.policy import heldout_problems, load_policy
+from rl.policy import heldout_problems
+from tests.rl.policies import load_policy
 from rl.policy_probe import PolicyProbe
 from rl.probes import reference_after_prompt
 from rl.prompts import encode_prompt, format_prompt

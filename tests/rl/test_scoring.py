@@ -6,7 +6,7 @@ import torch
 
 from rl.groups import Group, reasoning_prefix
 from rl.methods import METHODS, validate_hyperparameters
-from rl.policy import load_policy
+from tests.rl.policies import load_policy
 from rl.probes import _chunks, answer_probabilities_from_ids, token_statistics
 from rl.policy_probe import PolicyProbe
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rl.answers import extract_boxed
-from rl.policy import load_policy
+from tests.rl.policies import load_policy
 from rl.prompts import STEP_BY_STEP_SYSTEM_PROMPT, format_prompt
 from scripts.experiments.templates import (TEMPLATE_POLICY_DIR, TEMPLATES, heldout_template_problems, pass_at_k,
                                            solve, template_of, template_problems)

@@ -47,8 +47,8 @@ def start_orphan(run, how):
 
 
 @pytest.mark.parametrize("how", ["obeys", "deaf"])
-def test_a_trainer_left_behind_is_stopped_with_its_process_group_before_another_starts(run, how, monkeypatch):
-    monkeypatch.setattr(supervisor, "CANCEL_GRACE_SECONDS", 1.0)
+def test_a_trainer_left_behind_is_stopped_with_its_process_group_before_another_starts(run, how, settings):
+    settings.RUN_CANCEL_GRACE_SECONDS = 1.0
     orphan, rank_pid = start_orphan(run, how)
     started = time.monotonic()
     lock = supervisor._take_run_lock(run, "me")
