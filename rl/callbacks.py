@@ -23,26 +23,9 @@ from transformers import TrainerCallback
 from rl.answers import answers_equal, extract_boxed, majority_vote
 from rl.events import EventWriter
 from rl.methods import metric_prefixes
+from rl.metric_catalogue import RECORDS
 from rl.metrics import maj_at_k, majority_ratio, pass_at_k, unique_answers
 from rl.trainer import updates_per_step
-
-# TRL 1.16's logged name -> DESIGN section 5 name. Names rl.trainer logs are already in DESIGN form.
-TRL_METRIC_NAMES = {
-    "entropy": "entropy",
-    "completions/mean_length": "response_length/mean",
-    "reward": "reward/mean",
-    "reward_std": "reward/std",
-    "kl": "kl",
-    "clip_ratio/low_mean": "clip_ratio/low",
-    "clip_ratio/high_mean": "clip_ratio/high",
-    "loss": "loss",
-    "grad_norm": "grad_norm",
-    "learning_rate": "learning_rate",
-}
-EVOLAB_METRIC_NAMES = ("majority_ratio", "unique_answers", "similarity/mean", "time/generation", "time/reward",
-                       "time/novelty", "reward/vote_mean", "reward/vote_std", "label_accuracy", "reward_accuracy", "maj@16", "pass@1",
-                       "pass@16", "updates/skipped")
-
 
 def rollout_step(args, state) -> int:
     """The event-log step: rollout batches done (TRL's global_step counts optimizer updates)."""
@@ -55,9 +38,8 @@ def at_step_boundary(args, state) -> bool:
 
 
 def evolab_metrics(logs: dict) -> dict[str, float]:
-    """The DESIGN section 5 subset of one TRL log record, renamed."""
-    values = {new: logs[old] for old, new in TRL_METRIC_NAMES.items() if logs.get(old) is not None}
-    values.update({name: logs[name] for name in EVOLAB_METRIC_NAMES if logs.get(name) is not None})
+    """The DESIGN section 5 subset of one TRL log record, renamed (TRL 1.16's names, rl.trainer's own)."""
+    values = {r.name: logs[r.trainer] for r in RECORDS if r.trainer and logs.get(r.trainer) is not None}
     values.update({name: v for name, v in logs.items() if "/" in name and name.split("/")[0] in _METHOD_PREFIXES
                    and v is not None})
     return values

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from django.db import connection, transaction
 
+from rl import metric_catalogue
 from rl.metrics import group_summary, majority_changes, similarity_mean, step_health
 
 from webapp.alerts import engine as alerts
@@ -252,7 +253,7 @@ def _payload(event: dict) -> dict:
 
 
 # The few health figures the run list shows for each run.
-RUN_LIST_HEALTH = ("entropy", "response_length/mean", "majority_ratio", "similarity/mean", "invalid_ratio")
+RUN_LIST_HEALTH = metric_catalogue.names(run_list=True)
 
 
 def _with_derived_health(run: Run, events: list[dict]) -> list[dict]:
@@ -321,7 +322,7 @@ def _majority_changes(run: Run, steps: list[int]) -> dict[int, dict]:
     return changes
 
 
-DERIVED_HEALTH = ("invalid_ratio", "truncated_ratio", "zero_variance_groups", "majority_flip_rate", "correct_to_wrong")
+DERIVED_HEALTH = metric_catalogue.names(derived=True)
 
 
 def _store_metrics(run, events, first_new_step, last_step, known_series):

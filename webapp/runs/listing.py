@@ -7,6 +7,7 @@ from django.db import connection
 from django.db.models import OuterRef, Subquery
 from django.db.models.expressions import RawSQL
 
+from rl import metric_catalogue
 from rl.methods import METHODS
 from webapp.accounts.access import teams_of
 from webapp.alerts.models import Alert
@@ -21,13 +22,9 @@ from .models import Run
 from .queue_place import places
 
 MAX_LISTED = 200
-# (metric name, column title, decimals): the last value of each is shown per run. The
-# live `run` message's `health` carries the same names (webapp/runs/ingestion.py RUN_LIST_HEALTH).
-HEALTH_COLUMNS = (
-    ("entropy", "Entropy", 3),
-    ("response_length/mean", "Length", 0),
-    ("majority_ratio", "Majority", 2),
-)
+# The last value of each is shown per run (rl/metric_catalogue.py's run_list records); the live `run` message's
+# `health` carries the same names.
+HEALTH_COLUMNS = tuple(r for r in metric_catalogue.RECORDS if r.run_list)
 ALL_TEAMS = "all"
 FILTER_NAMES = ("team", "method", "state", "source", "experiment", "prompt_set", "created_by", "tag", "archived")
 
@@ -41,7 +38,7 @@ class RunListing:
     truncated: bool = False
 
     def live_config(self) -> dict:
-        return {"teams": [t.pk for t in self.teams], "health": [{"name": n, "decimals": d} for n, _, d in HEALTH_COLUMNS],
+        return {"teams": [t.pk for t in self.teams], "health": [{"name": r.name, "decimals": r.decimals} for r in HEALTH_COLUMNS],
                 "state_filter": self.filters["state"], "archived_filter": bool(self.filters["archived"])}
 
 
@@ -103,9 +100,9 @@ def _last_metric_annotations() -> dict:
     the points' (series, step) indexes:
     the whole list is one SQL query."""
     annotations = {}
-    for n, (name, _, _) in enumerate(HEALTH_COLUMNS):
+    for n, record in enumerate(HEALTH_COLUMNS):
         latest = MetricPoint.objects.filter(series__run=OuterRef("pk"), series__clock=False,
-                                            series__name=name).order_by("-step")
+                                            series__name=record.name).order_by("-step")
         annotations[f"health_{n}"] = Subquery(latest.values("value")[:1])
     return annotations
 
@@ -128,8 +125,8 @@ def _attach_alerts(runs: list) -> None:
 def _attach_rows(runs: list) -> None:
     for run in runs:
         run.health = [
-            {"name": name, "value": getattr(run, f"health_{n}"), "decimals": decimals}
-            for n, (name, _, decimals) in enumerate(HEALTH_COLUMNS)
+            {"name": record.name, "value": getattr(run, f"health_{n}"), "decimals": record.decimals}
+            for n, record in enumerate(HEALTH_COLUMNS)
         ]
         run.method_title = METHODS[run.method].title if run.method in METHODS else run.method
         queue = no_worker_for(run)  # asks the broker at most once per ~10 s, only for queued runs
@@ -155,5 +152,5 @@ def _options(user, my_teams, teams) -> dict:
         "prompt_sets": PromptSet.objects.visible_to(user).filter(team__in=[t.pk for t in teams]).select_related("team"),
         "creators": creators,
         "tags": sorted(tags),
-        "health_columns": [title for _, title, _ in HEALTH_COLUMNS],
+        "health_columns": [record.title for record in HEALTH_COLUMNS],
     }

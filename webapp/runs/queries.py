@@ -4,6 +4,7 @@ import math
 
 from django.db.models import Max
 
+from rl import metric_catalogue
 from rl.methods import METHODS
 from webapp.alerts import forecast
 from webapp.alerts.models import Alert
@@ -11,15 +12,13 @@ from webapp.metrics import series
 
 from .models import Group, Run, RunEvent
 
-LIVE_CHART_METRICS = ["entropy", "response_length/mean", "reward/mean", "majority_ratio", "label_accuracy"]
-
 
 def chart_metrics(run: Run) -> list[str]:
     """The run page's charts: the health signals, label accuracy where labels exist and the method
     charts it (R-Zero's solver trains on its own questions and logs none), then the method's own
     signals (Method.charts: collapse shows as rollouts growing alike, each paper watches its own)."""
     spec = run.spec
-    names = [n for n in LIVE_CHART_METRICS if n != "label_accuracy"]
+    names = list(metric_catalogue.names(chart=True))
     has_labels = run.prompt_set is not None and run.prompt_set.has_labels
     if has_labels and (spec is None or spec.charts_label_accuracy):
         names.append("label_accuracy")
