@@ -130,6 +130,16 @@ def test_it_rejects_a_missing_prompt_set(api_client, no_enqueue):
     assert response.status_code == 400 and response.json()["field"] == "prompt_set"
 
 
+def test_it_refuses_a_key_that_is_no_launch_setting_naming_it_and_what_a_launch_takes(api_client, prompt_set,
+                                                                                      no_enqueue):
+    # a misspelt max_steps was dropped: the run trained the preset's length and nobody was told
+    response = post_run(api_client, name="x", method="ttrl", prompt_set=prompt_set.pk, max_step=5)
+    body = response.json()
+    assert response.status_code == 400 and body["field"] == "max_step"
+    assert "'max_step' is not a launch setting" in body["error"] and "max_steps" in body["error"]
+    assert not Run.objects.exists() and no_enqueue == []
+
+
 def test_it_rejects_a_body_that_is_not_json(api_client):
     response = api_client.post("/api/runs", "{oops", content_type="application/json")
     assert response.status_code == 400 and "JSON" in response.json()["error"]

@@ -9,6 +9,7 @@ from django.utils import timezone
 from tests.factories import make_prompt_set, make_team
 from webapp.runs import lifecycle
 from webapp.runs.actions import cancel_run, launch_run, resume_run
+from webapp.runs.launch_request import LaunchRequest
 from webapp.runs.models import Run, RunTransition
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +22,7 @@ def history(run) -> list[tuple]:
 
 
 def launched(user) -> Run:
-    return launch_run(user=user, name="r", method="ttrl", prompt_set=make_prompt_set(user).pk, max_steps=3)
+    return launch_run(LaunchRequest(name="r", method="ttrl", prompt_set=make_prompt_set(user).pk, max_steps=3), user=user)
 
 
 def test_a_run_launched_claimed_and_finished_has_three_rows_naming_who_and_which_worker(user):
@@ -174,8 +175,8 @@ def test_the_api_refuses_a_bad_page_naming_the_parameter(api_client, user, param
 def test_another_teams_run_history_is_a_404(api_client, user):
     make_team("elsewhere", grace="admin")
     grace = get_user_model().objects.get(username="grace")
-    run = launch_run(user=grace, name="theirs", method="ttrl", prompt_set=make_prompt_set(grace, name="g").pk,
-                     max_steps=3)
+    run = launch_run(LaunchRequest(name="theirs", method="ttrl", prompt_set=make_prompt_set(grace, name="g").pk,
+                                   max_steps=3), user=grace)
     assert api_client.get(f"/api/runs/{run.pk}/transitions").status_code == 404
 
 

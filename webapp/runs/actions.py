@@ -16,6 +16,7 @@ from webapp.prompts.models import PromptSet
 from webapp.tasks import DELETE_RUN_FILES, send_on_commit
 
 from . import lifecycle, model_names, presets
+from .launch_request import LaunchRequest
 from .models import RolloutText, Run, RunEvent
 
 MAX_STEPS_LIMIT = 100_000
@@ -34,40 +35,38 @@ def queue_for(gpus: int) -> str:
     return settings.QUEUE_PREFIX + ("gpu" if gpus > 0 else "cpu")
 
 
-def launch_run(*, user, name, method, prompt_set, team=None, eval_prompt_set=None, model="default",
-               hyperparameters=None, max_steps=None, seed=0, gpus=None, queue=None, tags=None, cloned_from=None,
-               nodes=None, engine_options=None, embedding_model="", preset=None) -> Run:
+def launch_run(request: LaunchRequest, *, user, queue=None, cloned_from=None) -> Run:
     """Create a queued run in the prompt set's team and queue it: the one front door of a launch, for the API's
-    JSON, the launch form's fields and a clone's stored settings alike. `prompt_set`, `eval_prompt_set` (ids, as
-    JSON numbers or text) and `team` (an id or a name) are as the client gave them and are resolved here; the
-    user must be a member or admin of the prompt set's team (PermissionDenied otherwise). `cloned_from`: the run
-    this one was cloned from (the launch form pre-filled from it), recorded as such. `preset`: the preset
-    (presets.py) whose values lie under the hyperparameters and max_steps given; None: the one
-    presets.default_preset picks for the model and its queue (the API's default: the small CPU preset for the
-    default policy on a CPU worker)."""
-    name = _plain_text(name, "name", Run._meta.get_field("name").max_length)
+    JSON, the launch form's fields and a clone's stored settings alike (a LaunchRequest). `prompt_set`,
+    `eval_prompt_set` (ids, as JSON numbers or text) and `team` (an id or a name) are as the client gave them and are
+    resolved here; the user must be a member or admin of the prompt set's team (PermissionDenied otherwise).
+    `cloned_from`: the run this one was cloned from (the launch form pre-filled from it), recorded as such.
+    `request.preset`: the preset (presets.py) whose values lie under the hyperparameters and max_steps given; None:
+    the one presets.default_preset picks for the model and its queue (the API's default: the small CPU preset for
+    the default policy on a CPU worker). `queue`: a clone's, where its run was queued."""
+    name = _plain_text(request.name, "name", Run._meta.get_field("name").max_length)
     if not name:
         raise FieldError("name", "a run needs a name")
+    method = request.method
     if method in (None, ""):
         raise FieldError("method", "'method' is required")
-    prompt_set, eval_prompt_set = _launch_sets(user, prompt_set, team, eval_prompt_set)
+    prompt_set, eval_prompt_set = _launch_sets(user, request.prompt_set, request.team, request.eval_prompt_set)
     require_role(user, prompt_set.team, Membership.MEMBER)
-    if not isinstance(hyperparameters, (dict, type(None))):
+    if not isinstance(request.hyperparameters, (dict, type(None))):
         raise FieldError("hyperparameters", "'hyperparameters' must be an object of name → value")
-    hyperparameters = dict(hyperparameters or {})
+    hyperparameters = dict(request.hyperparameters or {})
     # Alert thresholds ride along in the hyperparameters (DESIGN §4.5) but are checked
     # against the alert rules, not the method's schema, and never reach the trainer.
     alert_rules = hyperparameters.pop("alert_rules", None)
     spec = get_method(method)
     # names, never paths on the worker: the worker finds their folders (model_names.resolve)
-    model = model_names.check(user, _plain_text(model or "default", "model", Run._meta.get_field("model").max_length),
-                              "model")
-    gpus = _whole_number(default_gpus(model) if gpus in (None, "") else gpus, "gpus", 0, MAX_GPUS)
-    start = presets.preset_values(method, presets.default_preset(model, gpus) if preset is None
-                                  else presets.check(preset))
+    model = model_names.check(
+        user, _plain_text(request.model or "default", "model", Run._meta.get_field("model").max_length), "model")
+    gpus = _whole_number(default_gpus(model) if request.gpus in (None, "") else request.gpus, "gpus", 0, MAX_GPUS)
+    start = presets.preset_values(method, presets.default_preset(model, gpus) if request.preset is None
+                                  else presets.check(request.preset))
     hyperparameters = validate_hyperparameters(method, {**start["hyperparameters"], **hyperparameters})
-    if max_steps in (None, ""):
-        max_steps = start["max_steps"]
+    max_steps = start["max_steps"] if request.max_steps in (None, "") else request.max_steps
     if alert_rules:
         hyperparameters["alert_rules"] = validate_overrides(alert_rules)
     if eval_prompt_set is not None:
@@ -76,20 +75,20 @@ def launch_run(*, user, name, method, prompt_set, team=None, eval_prompt_set=Non
         if not eval_prompt_set.has_labels:
             raise FieldError("eval_prompt_set", f"the eval prompt set {eval_prompt_set.name!r} has no labels: "
                                                 "evaluation needs them for pass@k and maj@k")
-    tags = _clean_tags(tags)
+    tags = _clean_tags(request.tags)
     needs_labels = spec.reference_field_for(hyperparameters) is not None
     if needs_labels and not prompt_set.has_labels:
         hint = f"; turn on {spec.own_reference_switch} to run it label-free" if spec.own_reference_switch else ""
         raise FieldError("prompt_set", f"{spec.title} needs reference answers and the prompt set {prompt_set.name!r} "
                                        f"has no labels{hint}")
     max_steps = _whole_number(20 if max_steps in (None, "") else max_steps, "max_steps", 1, MAX_STEPS_LIMIT)
-    seed = _whole_number(seed or 0, "seed", 0, MAX_SEED)
+    seed = _whole_number(request.seed or 0, "seed", 0, MAX_SEED)
     embedding_model = model_names.check(user, _plain_text(
-        embedding_model, "embedding_model", Run._meta.get_field("embedding_model").max_length), "embedding_model")
-    nodes = _whole_number(1 if nodes in (None, "") else nodes, "nodes", 1, MAX_NODES)
-    if engine_options not in (None, "", {}) and not isinstance(engine_options, dict):
+        request.embedding_model, "embedding_model", Run._meta.get_field("embedding_model").max_length), "embedding_model")
+    nodes = _whole_number(1 if request.nodes in (None, "") else request.nodes, "nodes", 1, MAX_NODES)
+    if request.engine_options not in (None, "", {}) and not isinstance(request.engine_options, dict):
         raise FieldError("engine_options", "engine_options must be an object: partition, account, time_limit, sbatch")
-    engine_options = slurm_options(engine_options)
+    engine_options = slurm_options(request.engine_options)
     queue = queue or queue_for(gpus)
     check_run_size(hyperparameters, max_steps, queue)
     with transaction.atomic():
@@ -274,26 +273,9 @@ def resume_run(run: Run, user) -> Run:
 def clone_run(run: Run, *, user, name=None) -> Run:
     """A new queued run with the same settings (launch_run checks the user's role)."""
     _trained_here(run, "repeat")
-    clone = launch_run(
-        user=user,
-        preset=presets.PAPER,  # the stored settings are whole; one a run predates takes its method's default
-        name=name or f"{run.name} (clone)",
-        method=run.method,
-        prompt_set=run.prompt_set_id,
-        model=run.model,
-        embedding_model=run.embedding_model,
-        hyperparameters=run.hyperparameters,
-        max_steps=run.max_steps,
-        seed=run.seed,
-        gpus=run.gpus,
-        nodes=run.nodes,
-        engine_options=run.engine_options,
-        queue=run.queue,
-        eval_prompt_set=run.eval_prompt_set_id,
-        tags=run.tags,
-        cloned_from=run,
-    )
-    return clone
+    # the stored settings are whole; one a run predates takes its method's default
+    return launch_run(LaunchRequest.of_run(run, name=name, preset=presets.PAPER), user=user, queue=run.queue,
+                      cloned_from=run)
 
 
 EDITABLE = ("name", "notes", "tags", "archived")

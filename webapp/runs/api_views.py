@@ -9,6 +9,7 @@ from webapp.metrics import series
 from webapp.numbers import is_whole_number, whole_number
 
 from .actions import cancel_run, clone_run, delete_run, launch_run, resume_run, update_run
+from .launch_request import LaunchRequest
 from .models import Run, RunTransition
 from .queries import live_state, metric_series_of_runs
 from .queue_place import place_of
@@ -51,10 +52,7 @@ def runs(request):
     if request.method == "GET":
         runs = Run.objects.visible_to(request.user).select_related("created_by")
         return JsonResponse({"runs": [r.to_json() for r in runs[:500]]})
-    data = json_body(request)
-    fields = ("name", "method", "prompt_set", "team", "eval_prompt_set", "model", "embedding_model", "hyperparameters",
-              "max_steps", "seed", "gpus", "nodes", "engine_options", "tags", "preset")
-    run = launch_run(user=request.user, **{field: data[field] for field in fields if field in data})
+    run = launch_run(LaunchRequest.from_json(json_body(request)), user=request.user)
     return JsonResponse(run.to_json(), status=201)
 
 

@@ -21,6 +21,7 @@ from webapp.prompts.models import PromptSet
 
 from . import presets
 from .actions import launch_run
+from .launch_request import LaunchRequest
 from .models import Run
 
 # Sections of the hyperparameters, in display order; "method" takes what the others do not.
@@ -39,8 +40,10 @@ _SECTIONED = {name for _, _, names in SECTIONS if names for name in names}
 # The run's Slurm options (DESIGN §4.9) by their inputs' names; used when its worker hands runs to Slurm.
 SLURM_FIELDS = {"partition": "slurm_partition", "account": "slurm_account", "time_limit": "slurm_time_limit",
                 "sbatch": "slurm_sbatch"}
-TOP_FIELDS = ("name", "team", "prompt_set", "method", "model", "embedding_model", "max_steps", "seed", "gpus", "nodes", "eval_prompt_set",
-              "tags", *SLURM_FIELDS.values())
+# The launch settings that are one input each (the hyperparameters and Slurm's options have inputs of their own, the
+# preset is the form's own).
+LAUNCH_INPUTS = tuple(name for name in LaunchRequest.names() if name not in ("hyperparameters", "engine_options", "preset"))
+TOP_FIELDS = (*LAUNCH_INPUTS, *SLURM_FIELDS.values())
 ALERTS_MARKER = "alert_rules_shown"
 
 
@@ -106,11 +109,9 @@ def initial_form(request) -> LaunchForm:
     teams = launchable_teams(user)
     sets = list(PromptSet.objects.filter(team__in=teams).select_related("team"))
     values = {
-        "name": "", "team": "", "prompt_set": request.GET.get("prompt_set", ""),
-        "method": request.GET.get("method", "ttrl"), "model": "default", "embedding_model": "",
-        "max_steps": str(presets.SMALL_CPU_MAX_STEPS),
-        "seed": "0", "gpus": "", "nodes": "1", "eval_prompt_set": "", "tags": "", "cloned_from": "",
-        **{field: "" for field in SLURM_FIELDS.values()},
+        **{name: "" for name in TOP_FIELDS}, "cloned_from": "",
+        "prompt_set": request.GET.get("prompt_set", ""), "method": request.GET.get("method", "ttrl"), "model": "default",
+        "max_steps": str(presets.SMALL_CPU_MAX_STEPS), "seed": "0", "nodes": "1",
     }
     if values["method"] not in METHODS:
         values["method"] = "ttrl"
@@ -131,14 +132,11 @@ def initial_form(request) -> LaunchForm:
     if source is not None:
         form.fresh = False
         form.preset = ""
-        values.update(
-            name=f"{source.name} (clone)", team=str(source.team_id), prompt_set=str(source.prompt_set_id),
-            method=source.method if source.method in METHODS else "ttrl", model=source.model,
-            embedding_model=source.embedding_model,
-            max_steps=str(source.max_steps), seed=str(source.seed), gpus=str(source.gpus), nodes=str(source.nodes),
-            eval_prompt_set=str(source.eval_prompt_set_id or ""), tags=", ".join(source.tags or []),
-            cloned_from=str(source.pk), **_slurm_values(source.engine_options),
-        )
+        launched = LaunchRequest.of_run(source).as_dict()
+        values.update({name: _text(launched[name]) for name in LAUNCH_INPUTS})
+        values.update(team=str(source.team_id), method=source.method if source.method in METHODS else "ttrl",
+                      tags=", ".join(source.tags or []), cloned_from=str(source.pk),
+                      **_slurm_values(source.engine_options))
         if source.method in METHODS:
             form.hyperparameters[source.method] = {**METHODS[source.method].defaults(), **source.training_hyperparameters()}
         if source.team_id not in {t.pk for t in teams}:
@@ -280,14 +278,13 @@ def submit(request):
         cloned_from = None
         if values["cloned_from"]:
             cloned_from = Run.objects.visible_to(user).filter(pk=whole_number(values["cloned_from"]) or 0).first()
-        run = launch_run(
+        launch = LaunchRequest(
             # the form submits every value of its preset; an input left empty means the method's default
-            user=user, method=method, preset=presets.PAPER, hyperparameters=hyperparameters, cloned_from=cloned_from,
-            **{name: values[name] for name in ("name", "team", "prompt_set", "eval_prompt_set", "model",
-                                               "embedding_model", "max_steps", "seed", "gpus", "nodes", "tags")},
+            **{name: values[name] for name in LAUNCH_INPUTS}, preset=presets.PAPER, hyperparameters=hyperparameters,
             engine_options={name: values[field].split() if name == "sbatch" else values[field].strip()
                             for name, field in SLURM_FIELDS.items()},
         )
+        run = launch_run(launch, user=user, cloned_from=cloned_from)
     except FieldError as exc:
         form.error = FormError(str(exc), exc.field, error_key(values["method"], exc.field))
         return None, form
