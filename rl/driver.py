@@ -4,7 +4,7 @@ A run follows a plan, a function of the driver that returns the final status eve
 
 - `train_grpo` (below), for every method with a group scorer: one GRPO phase of max_steps steps on the config's
   prompts, checkpointed into RUN_DIR/checkpoints;
-- `rl.rzero.train_rzero`, for a method that trains in phases (`Method.trains_in_phases`: R-Zero): challenger,
+- `rl.methods.r_zero.training.train_rzero`, for a method that trains in phases (`Method.trains_in_phases`: R-Zero): challenger,
   questions and solver phases per iteration, each GRPO phase checkpointed into a folder of its own.
 
 The command line (rl/train.py) picks the plan from the method and hands it to `run`. What every plan needs is
@@ -45,7 +45,7 @@ from rl.run_config import RunConfig, formatted_prompt
 
 def run(config: RunConfig, run_dir: Path, events: EventWriter, resume: bool,
         plan: Callable[[Driver], tuple[str, str]]) -> tuple[str, str]:
-    """Train the run by `plan` (train_grpo, or rl.rzero.train_rzero); the final status event's (state, message):
+    """Train the run by `plan` (train_grpo, or rl.methods.r_zero.training.train_rzero); the final status event's (state, message):
     succeeded or cancelled. An exception is a failure, which the command line reports."""
     return plan(Driver(config, run_dir, events, resume))
 

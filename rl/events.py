@@ -30,7 +30,7 @@ STAGE_PHASES = ("challenger", "questions", "solver")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 ROLLOUT_FIELDS = ("index", "text", "answer", "valid", "in_majority", "reward", "advantage", "length",
                   "used_for_training", "entropy", "extra")
-# one candidate of an R-Zero question set (`questions` events): the pool row of rl/rzero.py
+# one candidate of an R-Zero question set (`questions` events): the pool row of rl/methods/r_zero/training.py
 QUESTION_FIELDS = ("id", "question", "text", "p_hat", "pseudo_label", "answers", "kept")
 QUESTIONS_PER_EVENT = 200  # a pool of thousands of questions is written in events of at most this many rows
 

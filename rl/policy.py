@@ -48,7 +48,7 @@ def resolve_model_path(model: str) -> Path:
 
 def last_checkpoint(folder: Path) -> Path | None:
     """The highest-step complete TRL checkpoint (checkpoint-<step> with its trainer_state.json) in `folder`: a run's
-    RUN_DIR/checkpoints, or one of R-Zero's phase folders (rl/rzero.py)."""
+    RUN_DIR/checkpoints, or one of R-Zero's phase folders (rl/methods/r_zero/training.py)."""
     folders = [p for p in Path(folder).glob("checkpoint-*")
                if p.name.split("-")[-1].isdigit() and (p / "trainer_state.json").exists()]
     return max(folders, key=lambda p: int(p.name.split("-")[-1]), default=None)

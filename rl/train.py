@@ -3,7 +3,7 @@
 The command line alone: it reads the run config and checks all of it before anything
 heavy is imported (rl/run_config.py: a bad config fails in well under a second with one
 message naming the field), then hands the run to the driver (rl/driver.py) with the plan
-of its method, one GRPO phase or R-Zero's phases (rl/rzero.py), which trains it with
+of its method, one GRPO phase or R-Zero's phases (rl/methods/r_zero/training.py), which trains it with
 LabelFreeGRPOTrainer and appends events to RUN_DIR/events.jsonl.
 
 Exit status: 0 on success or on a graceful cancel (SIGTERM: the step in progress
@@ -37,7 +37,7 @@ from rl.grpo_config import world_size  # noqa: E402
 from rl.methods import get_method  # noqa: E402
 from rl.params import FieldError  # noqa: E402
 from rl.run_config import check_processes, check_prompt_lengths, load_config  # noqa: E402
-from rl.rzero import train_rzero  # noqa: E402
+from rl.methods.r_zero.training import train_rzero  # noqa: E402
 
 
 class SilentEvents:
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             events.status("failed", f"could not read the config: {type(e).__name__}: {e}")
             traceback.print_exc()
             return 2
-        # the plan the driver (rl/driver.py) runs: one GRPO phase, or R-Zero's phases (rl/rzero.py)
+        # the plan the driver (rl/driver.py) runs: one GRPO phase, or R-Zero's phases (rl/methods/r_zero/training.py)
         plan = train_rzero if get_method(config.method).trains_in_phases else train_grpo
         try:
             state, message = run(config, run_dir, events, args.resume, plan)

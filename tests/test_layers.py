@@ -99,3 +99,16 @@ def test_no_module_imports_itself_through_others():
                 seen.add(module)
                 frontier.extend(inside[module])
     assert cycles == []
+
+
+def test_no_method_imports_another_method():
+    # shared setups live in rl/methods/setups.py, RLPR and DARL's reward parts in rl/methods/probability_reward.py, and
+    # R-Zero's phases inside its own package: a method's module changes without reaching into another's
+    graph = imports()
+    # the registry (rl/methods/__init__.py) imports every method's module, and the schema
+    methods = {name for name in graph["rl.methods"] if name.startswith("rl.methods.")} - {"rl.methods.schema"}
+    assert len(methods) == 12
+    crossing = sorted((module, name) for module in graph if module.startswith("rl.methods.")
+                      for name in graph[module] for other in methods
+                      if (name == other or name.startswith(other + ".")) and not module.startswith(other))
+    assert crossing == []

@@ -11,10 +11,10 @@ import numpy as np
 
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
-from rl.methods.rlpr import (R1_TEMPLATE, RELEASE_SCRIPT, RLPR_TRAINING, AdaptiveStdFilter, check_filter_steps,
-                             reference_probabilities, release_reward_parameters, with_format_reward,
-                             with_repetition_penalty)
+from rl.methods.probability_reward import (AdaptiveStdFilter, reference_probabilities, with_format_reward,
+                                           with_repetition_penalty)
 from rl.methods.schema import Method, bool_param, float_param, shared
+from rl.methods.setups import R1_TEMPLATE, RELEASE_SCRIPT, RLPR_TRAINING, check_filter_steps, release_reward_parameters
 
 
 def darl_reward(r_ref: float, r_gen: float, beta: float = 0.01, gamma: float = 10.0, tau: float | None = None) -> float:

@@ -8,8 +8,8 @@ import numpy as np
 
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
-from rl.methods.evol_rl import COMPARISON_SETUP, COMPARISON_SOURCE
 from rl.methods.schema import Method, shared
+from rl.methods.setups import COMPARISON_SETUP, COMPARISON_SOURCE
 from rl.params import Param
 
 EM_AGGREGATIONS = ("sum", "mean")

@@ -15,19 +15,9 @@ import numpy as np
 from rl.answers import answers_equal, extract_boxed, majority_vote
 from rl.groups import Group, GroupScore
 from rl.methods.schema import Method, bool_param, float_param, shared
+from rl.methods.setups import COMPARISON_SETUP
 from rl.similarity import cosine_similarity_matrix
 from rl.voting import ttrl_rewards
-
-# EVOL-RL §4 (App. C, verl/examples/labelfree/*.sh): every method it compares, its TTRL, EM-RL and self-consistency
-# baselines included, runs TTRL's 64 votes / 32 trained with 12,288 response tokens (K=12). The baselines take this
-# setup so that a comparison with EVOL-RL differs only in what EVOL-RL adds.
-# verl's loss there is the token mean of each micro-batch of 2 rollouts (ppo_micro_batch_size_per_gpu=2, no dynamic
-# batching), averaged: per rollout, nearly, as EVOL-RL Eq. (1) writes it: loss_type "grpo"
-COMPARISON_SETUP = {"max_completion_length": 12288, "loss_type": "grpo"}
-COMPARISON_SOURCE = ("EVOL-RL §4, which compares it (verl/examples/labelfree/ttrl_baseline.sh: 64 votes, 32 trained, "
-                     "8 prompts a step, 1 per update, 12,288 response tokens, lr 5e-7 cosine after a 3% warmup, "
-                     "KL 0.001, token means over micro-batches of 2 rollouts: loss_type 'grpo')")
-
 
 # EVOL-RL App. C.5: ε_norm in the min–max normalisation
 EPS_NORM = 1e-8

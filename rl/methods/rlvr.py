@@ -6,8 +6,8 @@ from typing import Sequence
 
 from rl.answers import answers_equal, majority_vote
 from rl.groups import Group, GroupScore
-from rl.methods.evol_rl import COMPARISON_SETUP, COMPARISON_SOURCE
 from rl.methods.schema import Method, shared
+from rl.methods.setups import COMPARISON_SETUP, COMPARISON_SOURCE
 
 
 def rlvr_rewards(answers: Sequence[str | None], label: str | None) -> list[float]:

@@ -9,7 +9,7 @@ Nothing here imports torch: the web process reads these records too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from rl.answers import extract_boxed
@@ -34,9 +34,9 @@ class Method:
     # where the defaults that differ from the shared ones come from (paper section, table, released script)
     defaults_source: str = ""
     # (Group, hyperparameters, PolicyProbe) -> GroupScore: one prompt's n_votes rollouts scored together
-    # (rl/groups.py). None for R-Zero, which trains in phases with scorers of its own (rl/rzero.py).
+    # (rl/groups.py). None for R-Zero, which trains in phases with scorers of its own (rl/methods/r_zero/training.py).
     scorer: Callable | None = None
-    # a run of it is a plan of phases (R-Zero's challenger, questions and solver: rl/rzero.py) that the driver
+    # a run of it is a plan of phases (R-Zero's challenger, questions and solver: rl/methods/r_zero/training.py) that the driver
     # (rl/driver.py) runs, rather than one GRPO phase scored by `scorer`
     trains_in_phases: bool = False
     # how a final answer is read from a rollout; the vote, the group event's `answer` and the eval use it
@@ -83,6 +83,12 @@ class Method:
     # prompt, run once before training with the initial policy and handed to the scorer as `group.baseline` (RLPR's
     # frozen r′, as its release computes it); the values go into checkpoints, so a resumed run keeps them
     prompt_baselines: Callable[[dict], Callable | None] | None = None
+    # the method's own values in the launch form's "Small CPU run" preset (webapp/runs/presets.py), over the shared
+    # small values: a run that finishes in minutes with the default policy on two cores
+    small_cpu: dict = field(default_factory=dict)
+    # (prompt id, the run's model) -> (what it is, its text) for a prompt the method writes itself rather than reads
+    # from the prompt set (R-Zero's challenger prompt), or None: what the rollout explorer shows as a rollout's prompt
+    own_prompt: Callable[[str, str], tuple[str, str] | None] | None = None
 
     @property
     def needs_references(self) -> bool:

@@ -8,8 +8,8 @@ import numpy as np
 
 from rl.answers import answers_equal, majority_vote, normalize_answer
 from rl.groups import Group, GroupScore
-from rl.methods.evol_rl import COMPARISON_SETUP, COMPARISON_SOURCE
 from rl.methods.schema import Method, shared
+from rl.methods.setups import COMPARISON_SETUP, COMPARISON_SOURCE
 
 
 def self_consistency_rewards(answers: Sequence[str | None]) -> list[float]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rl.answers import majority_vote
 from rl.groups import Group, GroupScore
-from rl.methods.evol_rl import COMPARISON_SETUP, COMPARISON_SOURCE
 from rl.methods.schema import Method, shared
+from rl.methods.setups import COMPARISON_SETUP, COMPARISON_SOURCE
 from rl.voting import ttrl_rewards
 
 

@@ -3,7 +3,6 @@
 import socket
 import subprocess
 import sys
-import time
 
 import pytest
 import yaml
@@ -67,9 +66,7 @@ def launch_two_cpu_processes(config, out) -> subprocess.CompletedProcess:
 def test_a_two_process_ttrl_run_votes_over_whole_groups_and_logs_each_once(tmp_path, prompts_per_step):
     write_prompts(tmp_path / "prompts.jsonl")
     config = write_config(tmp_path, hyperparameters={**MP_SMALL, "prompts_per_step": prompts_per_step})
-    started = time.time()
     result = launch_two_cpu_processes(config, tmp_path / "run")
-    elapsed = time.time() - started
     assert result.returncode == 0, result.stderr[-3000:]
     events = read_events(tmp_path / "run" / "events.jsonl")
     for event in events:
@@ -93,7 +90,6 @@ def test_a_two_process_ttrl_run_votes_over_whole_groups_and_logs_each_once(tmp_p
                 assert votes.count(group["majority_answer"]) == max(votes.count(a) for a in votes)
                 assert all(r["reward"] == float(r["in_majority"]) for r in rollouts)
     assert len([e for e in events if e["type"] == "metrics"]) == 2
-    assert elapsed < 60
 
 
 def test_a_multi_process_launch_of_r_zero_or_an_uneven_split_fails_with_one_clear_message(tmp_path):

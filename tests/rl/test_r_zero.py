@@ -1,4 +1,4 @@
-"""R-Zero (rl/methods/r_zero.py): the challenger's reward over the step's batch, the solver's, the 3..7 filter, and
+"""R-Zero (rl/methods/r_zero/__init__.py): the challenger's reward over the step's batch, the solver's, the 3..7 filter, and
 the switch to the released code."""
 
 import numpy as np
@@ -128,7 +128,7 @@ def challenger_group(prompt_id: str, texts: list[str]):
 
 
 def test_the_challenger_batch_scorer_clusters_the_questions_of_every_group_together(monkeypatch):
-    from rl import rzero_phases
+    from rl.methods.r_zero import phases as rzero_phases
     from rl.methods import validate_hyperparameters
 
     # a solver that splits 5/5 on every question: p̂ = 0.5, so r_uncertainty = 1 for each
@@ -179,7 +179,7 @@ def chat_tokenizer():
 
 
 def test_the_solver_sees_each_question_under_r_zeros_solver_system_prompt(monkeypatch, chat_tokenizer):
-    from rl import rzero_phases
+    from rl.methods.r_zero import phases as rzero_phases
     from rl.methods import validate_hyperparameters
     from rl.methods.r_zero import METHOD
     from rl.prompts import format_prompt
@@ -228,7 +228,8 @@ def test_a_question_set_is_an_event_of_the_log():
 def test_the_challenger_prompt_goes_through_the_chat_template_as_the_policy_learned_it(chat_tokenizer, tmp_path):
     from rl.arithmetic import CHALLENGER_PROMPT
     from rl.policy import DEFAULT_POLICY_DIR
-    from rl.rzero_phases import PAPER_CHALLENGER_SYSTEM, PAPER_CHALLENGER_USER, challenger_prompt
+    from rl.methods.r_zero import PAPER_CHALLENGER_SYSTEM, PAPER_CHALLENGER_USER
+    from rl.methods.r_zero.phases import challenger_prompt
 
     # the default policy: rl.arithmetic's short task as the user turn (scripts/train_default_policy.py)
     assert challenger_prompt(DEFAULT_POLICY_DIR, chat_tokenizer) == f"[user] {CHALLENGER_PROMPT}\n[assistant] "

@@ -7,7 +7,8 @@ import torch
 
 from rl.methods import METHODS, validate_hyperparameters
 from tests.rl.policies import load_policy
-from rl.methods.rlpr import r1_format_reward, rlpr_debiased_reward
+from rl.methods.probability_reward import r1_format_reward
+from rl.methods.rlpr import rlpr_debiased_reward
 from rl.groups import Group
 from rl.policy_probe import PolicyProbe
 
@@ -107,7 +108,7 @@ def test_a_ten_word_window_repeated_ten_times_is_penalised_as_the_release_detect
     # RLPR's verl/utils/reward_score/repetition.py detect_repetition_with_hash(window_size=10,
     # max_repetitions_limit=10, as ray_trainer.py passes it): words split on whitespace and '_'; -1 when a window of
     # 10 words occurs 10 or more times, else 0
-    from rl.methods.rlpr import repetition_penalty
+    from rl.methods.probability_reward import repetition_penalty
 
     loop = "one two three four five six seven eight nine ten "
     assert repetition_penalty(loop * 10) == -1.0  # the window "one ... ten" starts at words 0, 10, ..., 90: 10 times

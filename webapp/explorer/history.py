@@ -4,7 +4,7 @@ ingestion), one row per step through the (run, prompt_id, step) index, whatever 
 from dataclasses import dataclass
 
 from rl.answers import matches_reference
-from rl.methods.r_zero import challenger_instruction
+from rl.methods import METHODS
 
 from webapp.runs.models import Group, Run, RZeroQuestion
 
@@ -45,7 +45,7 @@ def prompt_history(run: Run, prompt_id: str) -> PromptHistory | None:
 class PromptText:
     text: str
     label: str | None  # the held-out label, when the run's prompt set has labels
-    source: str  # "prompt set", "generated question" (R-Zero's solver) or "challenger prompt" (R-Zero's p0)
+    source: str  # "prompt set", "generated question" (R-Zero's solver) or what the method calls a prompt it writes (Method.own_prompt: R-Zero's "challenger prompt")
 
 
 def prompt_texts(run: Run, prompt_ids) -> dict[str, PromptText]:
@@ -63,9 +63,11 @@ def prompt_texts(run: Run, prompt_ids) -> dict[str, PromptText]:
         for pid, question in (RZeroQuestion.objects.filter(run=run, question_id__in=rest).order_by("seq")
                               .values_list("question_id", "question")):
             found[pid] = PromptText(question or "", None, "generated question")
+        own_prompt = METHODS[run.method].own_prompt if run.method in METHODS else None
         for pid in rest - found.keys():
-            if run.method == "r_zero" and pid.startswith("challenger-"):
-                found[pid] = PromptText(challenger_instruction(run.model), None, "challenger prompt")
+            written = own_prompt(pid, run.model) if own_prompt else None
+            if written is not None:
+                found[pid] = PromptText(written[1], None, written[0])
     return found
 
 

@@ -37,21 +37,6 @@ _SMALL_CPU_SHARED = {
     "save_every": 0,
     "generation_backend": "hf",
 }
-# Method-specific small values. R-Zero ignores max_steps: its steps are
-# iterations × (challenger_steps + solver_steps) = 2 × (2 + 4) = 12 here; the 3..7 of 10
-# solver filter becomes 1..3 of 4.
-_SMALL_CPU_METHOD = {
-    "r_zero": {
-        "iterations": 2,
-        "questions_per_iteration": 16,
-        "challenger_rollouts": 4,
-        "challenger_steps": 2,
-        "solver_steps": 4,
-        "solver_samples": 4,
-        "keep_low": 1,
-        "keep_high": 3,
-    },
-}
 SMALL_CPU_MAX_STEPS = 20
 
 
@@ -65,7 +50,7 @@ def preset_values(method: str, preset: str) -> dict:
     if preset == SMALL_CPU:
         known = set(values)
         values.update({k: v for k, v in _SMALL_CPU_SHARED.items() if k in known})
-        values.update(_SMALL_CPU_METHOD.get(method, {}))
+        values.update(spec.small_cpu)  # the method's own small values (Method.small_cpu)
         max_steps = SMALL_CPU_MAX_STEPS
     elif preset != PAPER:
         raise KeyError(preset)

@@ -25,7 +25,7 @@ rollout-batch steps of prompts_per_step prompts trained in prompts_per_step / pr
 updates × ppo_epochs (DESIGN §4.7), per-rollout entropy, `generation_backend`, its advantages and
 its event callbacks (rl/callbacks.py). The challenger's prompts are prompts_per_step copies of p0,
 each a GRPO group of challenger_rollouts questions, scored together by a batch scorer
-(rl.rzero_phases.ChallengerScorer); the solver's are the kept questions with R-Zero App. B.2's solver
+(rl.methods.r_zero.phases.ChallengerScorer); the solver's are the kept questions with R-Zero App. B.2's solver
 system prompt through the policy's chat template (rl.prompts.format_prompt), the pseudo-labels as
 the trainer's references (rl.methods.r_zero.SOLVER_PHASE). The solver answers the challenger's
 questions with the same prompt. n_train applies to the solver (default n_votes: the paper trains on
@@ -83,11 +83,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from rl.driver import Cancelled, Driver, checkpoint_step
-from rl.methods.r_zero import CHALLENGER_PHASE, SOLVER_PHASE
+from rl.methods.r_zero import (CHALLENGER_PHASE, SOLVER_PHASE, challenger_question, keep_for_solver, solver_agreement,
+                               solver_majority)
+from rl.methods.r_zero.phases import (ChallengerScorer, PhaseEvents, challenger_prompt, sample, solver_answers,
+                                      solver_prompt, solver_rows)
 from rl.policy import CHECKPOINTS_DIR, last_checkpoint, load_trainable_model
-from rl.methods.r_zero import challenger_question, keep_for_solver, solver_agreement, solver_majority
-from rl.rzero_phases import (ChallengerScorer, PhaseEvents, challenger_prompt, sample, solver_answers, solver_prompt,
-                             solver_rows)
 
 PHASES = ("challenger", "questions", "solver")
 RZERO_DIR = "rzero"

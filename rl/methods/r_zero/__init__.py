@@ -1,8 +1,8 @@
 """R-Zero (Huang et al. 2025): a challenger writes questions at the solver's edge of ability; the solver trains on them.
 
-It trains in phases (rl/rzero.py), so the run's record has no single group scorer; each GRPO phase runs on
+It trains in phases (rl/methods/r_zero/training.py), so the run's record has no single group scorer; each GRPO phase runs on
 LabelFreeGRPOTrainer with a record of its own: CHALLENGER_PHASE, whose rewards `score_challenger_batch` gives for the
-whole batch of the step (rl/rzero_phases.py's batch scorer, since the repetition penalty clusters every question of
+whole batch of the step (rl/methods/r_zero/phases.py's batch scorer, since the repetition penalty clusters every question of
 the step: uncertainty of the solver minus a BLEU repetition penalty), and SOLVER_PHASE, whose group scorer
 `score_solver_group` rewards agreement with the question's pseudo-label.
 """
@@ -219,10 +219,15 @@ PAPER_CHALLENGER_USER = ("Generate one new, challenging reasoning question now. 
 
 def challenger_instruction(model: str) -> str:
     """The challenger's prompt p0 as a reader sees it (before the chat template): the short task the default
-    policy learned, else the paper's system and user messages (rl.rzero_phases.challenger_prompt formats it)."""
+    policy learned, else the paper's system and user messages (rl.methods.r_zero.phases.challenger_prompt formats it)."""
     if model == "default":
         return SHORT_CHALLENGER_PROMPT
     return f"{PAPER_CHALLENGER_SYSTEM}\n\n{PAPER_CHALLENGER_USER}"
+
+
+def _own_prompt(prompt_id: str, model: str) -> tuple[str, str] | None:
+    """The challenger's rollouts answer its prompt p0 (prompt ids `challenger-*`)."""
+    return ("challenger prompt", challenger_instruction(model)) if prompt_id.startswith("challenger-") else None
 
 
 def _steps(hp: dict, max_steps: int) -> int:
@@ -292,10 +297,15 @@ METHOD = Method(
     charts=("rzero/uncertainty_mean", "rzero/repetition_penalty_mean", "rzero/kept_questions"),
     charts_label_accuracy=False,
     steps=_steps,
+    # its steps are iterations × (challenger_steps + solver_steps) = 2 × (2 + 4) = 12 here, whatever max_steps says;
+    # the 3..7 of 10 solver filter becomes 1..3 of 4
+    small_cpu={"iterations": 2, "questions_per_iteration": 16, "challenger_rollouts": 4, "challenger_steps": 2,
+               "solver_steps": 4, "solver_samples": 4, "keep_low": 1, "keep_high": 3},
+    own_prompt=_own_prompt,
 )
 
 # The challenger's GRPO phase: a rollout's answer is the question it wrote (None: the format check failed);
-# its rewards come from a batch scorer (rl.rzero_phases.ChallengerScorer), which holds the solver.
+# its rewards come from a batch scorer (rl.methods.r_zero.phases.ChallengerScorer), which holds the solver.
 CHALLENGER_PHASE = replace(METHOD, answer_rule=extract_question, answer_opener="<question>", system_prompt=None)
 
 # The solver's GRPO phase: each question's `reference` is its pseudo-label, voted in the questions phase.

@@ -1,4 +1,4 @@
-"""The pieces of the R-Zero plan (rl/rzero.py): its prompts, sampling from a model that is not being trained
+"""The pieces of the R-Zero plan (rl/methods/r_zero/training.py): its prompts, sampling from a model that is not being trained
 (the solver answering the challenger's questions), the challenger's batch scorer, and the event writer that
 keeps one step counter across phases."""
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 from rl.answers import extract_boxed
 from rl.arithmetic import CHALLENGER_PROMPT as SHORT_CHALLENGER_PROMPT
+from rl.methods.r_zero import (METHOD, PAPER_CHALLENGER_SYSTEM, PAPER_CHALLENGER_USER, challenger_questions,
+                               score_challenger_batch)
 from rl.events import EventWriter
 from rl.groups import Group, GroupScore
-from rl.methods.r_zero import METHOD, PAPER_CHALLENGER_SYSTEM, PAPER_CHALLENGER_USER  # noqa: F401 (tests read them here)
 from rl.policy import DEFAULT_POLICY_DIR
 from rl.prompts import format_messages, format_prompt
-from rl.methods.r_zero import challenger_questions, score_challenger_batch
 
 # ---------------------------------------------------------------- prompts
 
@@ -43,7 +43,7 @@ def solver_rows(tokenizer, kept: list[dict]) -> list[dict]:
 def sample(model, tokenizer, prompts: list[str], n: int, hp: dict, batch_size: int = 64, stop=None,
            top_k: int = 0) -> list[list[str]]:
     """`n` completions per prompt at the run's temperature and top_p; stops early (fewer rows) on a cancel."""
-    import torch  # here: rl.train imports this module (through rl.rzero) before it has checked the config
+    import torch  # here: rl.train imports this module (through rl.methods.r_zero.training) before it has checked the config
 
     was_training = model.training
     model.eval()
