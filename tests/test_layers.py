@@ -112,3 +112,12 @@ def test_no_method_imports_another_method():
                       for name in graph[module] for other in methods
                       if (name == other or name.startswith(other + ".")) and not module.startswith(other))
     assert crossing == []
+
+
+def test_the_metric_stores_rows_are_read_and_written_only_through_its_interface():
+    # webapp/metrics/series.py is the one route to the series, points and chunks (names, read, read_between,
+    # value_at, latest, latest_value, ...); the runs app only imports the models to register them under its label
+    graph = imports()
+    direct = sorted(module for module, names in graph.items() if "webapp.metrics.models" in names
+                    and not module.startswith("webapp.metrics") and module != "webapp.runs.models")
+    assert direct == []

@@ -7,7 +7,7 @@ import pytest
 from django.utils import timezone
 
 from tests.external.conftest import charted
-from webapp.external.grouping import group_ready_steps, resend_stale
+from webapp.external.grouping import group_ready_steps, resend_stale, step_time
 from webapp.external.models import ExternalRun, PendingRollout
 from webapp.external.rollouts import parse_lines, prompt_key, receive
 from webapp.runs.models import Group, Rollout, Run
@@ -151,3 +151,15 @@ def test_figures_derived_from_the_rollouts_never_replace_the_trainers_own(run, m
     series = charts_of(Run.objects.get(pk=run.pk))
     assert series["truncated_ratio"]["values"] == [0.125] and series["zero_variance_groups"]["values"] == [0.5]
     assert series["invalid_ratio"]["values"] == [0.0]
+
+
+def test_a_step_already_folded_into_a_chunk_keeps_the_time_its_trainer_logged(run, mlflow):
+    # 600 logged steps: the first 500 close into chunks (webapp/metrics/series.py), and grouping a late report of
+    # step 1 read only open points, found none and gave the step "now"
+    started = 1_795_000_000_000
+    mlflow.ok("runs/log-batch", {"run_id": run.mlflow_run_id, "metrics": [
+        {"key": "loss", "value": 1.0, "timestamp": started + step * 1000, "step": step} for step in range(600)]})
+    charted(run.mlflow_run_id)
+    assert step_time(Run.objects.get(pk=run.pk), 1, now=123.0) == (started + 1000) / 1000
+    assert step_time(Run.objects.get(pk=run.pk), 599, now=123.0) == (started + 599_000) / 1000
+    assert step_time(Run.objects.get(pk=run.pk), 700, now=123.0) == 123.0  # nothing logged there

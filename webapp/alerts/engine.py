@@ -11,14 +11,12 @@ from functools import lru_cache
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from rl.params import FieldError
 from webapp.live import push_on_commit
 from webapp import bulk
 from webapp.metrics import series
-from webapp.metrics.models import MetricSeries
 from webapp.tasks import (DELIVER_WEBHOOK, JUDGE_FAILED_RULES, JUDGE_RULE_BACKLOG, SEND_ALERT_EMAIL, send,
                           send_on_commit)
 
@@ -62,23 +60,20 @@ def _load_by_step(run, up_to_step: int | None, tail_from: int | None) -> dict:
     TAIL_STEPS steps before tail_from (default: up_to_step) up to up_to_step (default: the last logged step). Each
     series is read by step range (webapp/metrics/series.py), never scanned whole."""
 
-    names = dict(
-        MetricSeries.objects.filter(run=run, clock=False)
-        .filter(Q(name__in=RULE_METRICS) | Q(name__startswith="eval/")).values_list("id", "name")
-    )
+    names = series.names(run, among=RULE_METRICS, prefixes=("eval/",))
     first = series.first_step(run)
     if not names or first is None or (up_to_step is not None and first > up_to_step):
         return {}
     if up_to_step is None:
         up_to_step = run.last_step
     tail_from = up_to_step if tail_from is None else tail_from
-    head = series.read_range(names, high=min(first + HEAD_STEPS, up_to_step))
-    tail = series.read_range(names, low=max(tail_from - TAIL_STEPS, first + HEAD_STEPS + 1), high=up_to_step)
+    head = series.read_between(run, names, high=min(first + HEAD_STEPS, up_to_step))
+    tail = series.read_between(run, names, low=max(tail_from - TAIL_STEPS, first + HEAD_STEPS + 1), high=up_to_step)
     by_step: dict[int, dict[str, float | None]] = {}
     for points in (head, tail):
-        for series_id, pairs in points.items():
+        for name, pairs in points.items():
             for step, value in pairs:
-                by_step.setdefault(step, {})[names[series_id]] = _finite(value)
+                by_step.setdefault(step, {})[name] = _finite(value)
     return by_step
 
 

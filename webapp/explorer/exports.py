@@ -34,7 +34,6 @@ from rl.answers import matches_reference
 from rl.params import FieldError, plain_number
 
 from webapp.metrics import series
-from webapp.metrics.models import MetricSeries
 from webapp.runs.models import Run
 
 from .history import prompt_texts
@@ -50,10 +49,7 @@ EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 def metric_names(run_id: int, names: list[str] | None = None) -> list[str]:
     """The run's metric series (the named ones that exist, or all), in name order."""
-    rows = MetricSeries.objects.filter(run_id=run_id, clock=False)
-    if names is not None:
-        rows = rows.filter(name__in=names)
-    return sorted(rows.values_list("name", flat=True))
+    return series.names(run_id, among=names)
 
 
 def _millis(seconds: float | None) -> int | None:

@@ -26,9 +26,8 @@ from rl.answers import answers_equal, majority_vote
 from rl.metrics import LabelMonitor, unique_answers
 from webapp.alerts import failures
 from webapp.prompts.models import Prompt, PromptSet
-from webapp import bulk
 from webapp.runs import ingestion
-from webapp.metrics.models import MetricPoint, MetricSeries
+from webapp.metrics import series
 from webapp.runs.models import Group, Rollout, Run
 from webapp.tasks import EMBED_EXTERNAL_GROUPS, GROUP_EXTERNAL_ROLLOUTS, INDEX_ROLLOUT_TEXT, send, send_on_commit
 
@@ -185,13 +184,8 @@ def _gather_prompts(external: ExternalRun, rows: list[Pending]) -> dict:
 def step_time(run: Run, step: int, now: float) -> float:
     """The step's time as its trainer logged it (its metrics' clock), so grouping later moves no point on the
     wall-clock axis; now when the trainer logged nothing at that step."""
-    clock = MetricSeries.objects.filter(run=run, clock=True, name="metrics").values_list("id", flat=True).first()
-    if clock is not None:
-        stored = bulk.fetch(f"SELECT value FROM {MetricPoint._meta.db_table} WHERE series_id = %s AND step = %s",
-                            [clock, step])
-        if stored and stored[0][0] is not None:
-            return stored[0][0]
-    return now
+    logged = series.value_at(run, "metrics", step, clock=True)  # closed into a chunk or not
+    return now if logged is None else logged
 
 
 def resend_stale(now=None) -> list[int]:

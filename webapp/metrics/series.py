@@ -12,6 +12,12 @@ Times are not stored per point: each metrics or eval event's time is a point of 
 A step logged again (a resumed run replaying steps after its checkpoint) replaces the stored value;
 when that step is closed, the run's chunks from there on open again first, and close again once
 the run has moved on. Ingestion of one run is serialised by its run row lock, so nothing here races.
+
+This module is the one route to the store's rows (tests/test_layers.py keeps webapp/metrics/models.py private to
+webapp/metrics), as MLflow's AbstractStore is to its storage. Writing: store_points, reopen. Reading: names (the
+series a run has), read (whole series for the pages and the API), read_between (values in a step range, by name),
+value_at (one value), latest (each series' last point), latest_value (the last value of a name, as a subquery on a
+query of runs), overview, metric_steps, first_step, stored_values; TABLES (its tables, for their statistics).
 """
 import bisect
 import json
@@ -20,7 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import numpy as np
-from django.db import connection, transaction
+from django.db import connection, models, transaction
+from django.db.models import OuterRef, Subquery
 
 from webapp import bulk
 from .models import MetricChunk, MetricPoint, MetricSeries
@@ -164,6 +171,47 @@ def pack(steps: list[int], values: list) -> bytes:
 def unpack(packed: bytes) -> tuple[np.ndarray, np.ndarray]:
     n = len(packed) // 12
     return np.frombuffer(packed, dtype="<i4", count=n), np.frombuffer(packed, dtype="<f8", offset=4 * n)
+
+
+# the store's tables, whose planner statistics ingestion keeps fresh (webapp/runs/table_statistics.py)
+TABLES = (MetricPoint._meta.db_table, MetricChunk._meta.db_table)
+
+
+def names(run_or_id, *, among=None, prefixes: tuple[str, ...] = (), clock: bool = False) -> list[str]:
+    """The names of a run's metric series (clock=True: its clocks, "metrics" and "eval"), in name order; with
+    `among` or `prefixes`, those that are one of `among` or start with one of the prefixes."""
+    rows = MetricSeries.objects.filter(run=run_or_id, clock=clock)
+    if among is not None or prefixes:
+        wanted = models.Q(name__in=list(among or ()))
+        for prefix in prefixes:
+            wanted |= models.Q(name__startswith=prefix)
+        rows = rows.filter(wanted)
+    return sorted(rows.values_list("name", flat=True))
+
+
+def read_between(run_or_id, names, low: int | None = None, high: int | None = None,
+                 clock: bool = False) -> dict[str, list]:
+    """{name: [(step, value)]} of the run's series of those names (clocks with clock=True) at low <= step <= high
+    (either end open), from chunks and open points alike, in step order; a name with no series is left out."""
+    found = dict(MetricSeries.objects.filter(run=run_or_id, clock=clock, name__in=list(names))
+                 .values_list("id", "name"))
+    return {found[pk]: pairs for pk, pairs in _read_range(found, low, high).items()}
+
+
+def value_at(run_or_id, name: str, step: int, clock: bool = False) -> float | None:
+    """The value stored for the run's series `name` at `step` (a clock's: the unix time of the event that logged
+    it), closed into a chunk or not; None where there is none."""
+    pairs = read_between(run_or_id, [name], step, step, clock=clock).get(name)
+    return pairs[0][1] if pairs else None
+
+
+def latest_value(name: str, run=None) -> Subquery:
+    """The last value of the metric `name` of the run `run` refers to (default: the outer query's row, a query of
+    runs), as a subquery to annotate with: the run list's columns, one SQL query for the whole list. Served by the
+    series' (run, clock, name) and the points' (series, step) indexes; the newest OPEN_TAIL steps are always open."""
+    rows = MetricPoint.objects.filter(series__run=OuterRef("pk") if run is None else run, series__clock=False,
+                                      series__name=name).order_by("-step")
+    return Subquery(rows.values("value")[:1])
 
 
 def _clock_ids(run_or_id) -> dict:
@@ -358,7 +406,7 @@ def read_json(run_id: int, names: list[str] | None = None, since_step: int | Non
     return "{" + ",".join(f"{json.dumps(name)}:{s.json()}" for name, s in found.items()) + "}"
 
 
-def read_range(series_ids: dict, low: int | None = None, high: int | None = None) -> dict:
+def _read_range(series_ids: dict, low: int | None = None, high: int | None = None) -> dict:
     """{series id: [(step, value)]} of the given series with low <= step <= high (either end open):
     what the alert rules read, from chunks and open points alike."""
     out = {pk: [] for pk in series_ids}
@@ -382,7 +430,7 @@ def metric_steps(run, low: int, high: int) -> list[int]:
     clock = _clock_ids(run).get("metrics")
     if clock is None:
         return []
-    return [step for step, _ in read_range({clock: None}, low=low, high=high)[clock]]
+    return [step for step, _ in _read_range({clock: None}, low=low, high=high)[clock]]
 
 
 def first_step(run) -> int | None:
@@ -450,5 +498,4 @@ def latest(run_ids: list[int]) -> dict:
 
 def stored_values(run: Run, names, low: int, high: int) -> dict:
     """{(name, step): value} stored for the run's metric series of those names at low..high."""
-    found = dict(MetricSeries.objects.filter(run=run, clock=False, name__in=list(names)).values_list("id", "name"))
-    return {(found[pk], step): value for pk, pairs in read_range(found, low, high).items() for step, value in pairs}
+    return {(name, step): value for name, pairs in read_between(run, names, low, high).items() for step, value in pairs}

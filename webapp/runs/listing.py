@@ -4,7 +4,6 @@ import json
 from dataclasses import dataclass, field
 
 from django.db import connection
-from django.db.models import OuterRef, Subquery
 from django.db.models.expressions import RawSQL
 
 from rl import metric_catalogue
@@ -16,7 +15,7 @@ from webapp.numbers import whole_number
 from webapp.prompts.models import PromptSet
 
 from .health import no_worker_for, worker_command
-from webapp.metrics.models import MetricPoint
+from webapp.metrics import series
 
 from .models import Run
 from .queue_place import places
@@ -101,9 +100,7 @@ def _last_metric_annotations() -> dict:
     the whole list is one SQL query."""
     annotations = {}
     for n, record in enumerate(HEALTH_COLUMNS):
-        latest = MetricPoint.objects.filter(series__run=OuterRef("pk"), series__clock=False,
-                                            series__name=record.name).order_by("-step")
-        annotations[f"health_{n}"] = Subquery(latest.values("value")[:1])
+        annotations[f"health_{n}"] = series.latest_value(record.name)
     return annotations
 
 

@@ -14,13 +14,13 @@ import time
 from django.db import DatabaseError, connection, transaction
 
 from webapp import bulk
-from webapp.metrics.models import MetricChunk, MetricPoint
+from webapp.metrics import series
 from webapp.runs.models import Group, Rollout, RolloutText, RunEvent, TextIndexMark
 
 log = logging.getLogger(__name__)
 
 # (the text index is filled behind ingestion, webapp/explorer/text_search.py, and checked at the next ingest)
-TABLES = [model._meta.db_table for model in (Rollout, Group, MetricPoint, MetricChunk, RunEvent, RolloutText, TextIndexMark)]
+TABLES = [*(model._meta.db_table for model in (Rollout, Group, RunEvent, RolloutText, TextIndexMark)), *series.TABLES]
 CHECK_SECONDS = 30.0
 LOCK_TIMEOUT = "200ms"
 _last_check = float("-inf")
