@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
 TEST_STAMP := $(VENV)/.installed-test-$(shell cat requirements.txt requirements-test.txt | sha1sum | cut -c1-12)
 
-.PHONY: demo test bench mlflow-suite venv test-venv browser slurm clean
+.PHONY: demo test test-fast bench mlflow-suite venv test-venv browser slurm clean
 
 venv: $(STAMP)
 
@@ -39,6 +39,10 @@ slurm:
 
 test: test-venv browser slurm
 	HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py $(ARGS)
+
+# The inner loop: every test but those of the cluster engines and of the browser (pytest.ini's markers).
+test-fast: test-venv
+	HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py -m "not cluster and not browser" $(ARGS)
 
 # The benchmarks' baseline, an MLflow tracking server, lives in its own venv: never in the product's.
 BENCH_VENV := .venv-bench

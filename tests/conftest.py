@@ -13,6 +13,18 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED_DATASETS = ROOT.parent / "shared" / "datasets"
 
 
+# Markers given by the fixtures a test uses (pytest.ini describes them): `make test-fast` leaves out the tests of a
+# cluster engine and of a browser. The trainer's tests are marked where they are (pytestmark = pytest.mark.trainer).
+MARKER_OF_FIXTURE = {"browser_page": "browser", "slurm_cluster": "cluster", "ray_cluster": "cluster",
+                     "engine_stack": "cluster"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        for fixture in MARKER_OF_FIXTURE.keys() & set(getattr(item, "fixturenames", ())):
+            item.add_marker(MARKER_OF_FIXTURE[fixture])
+
+
 def _test_database_url() -> str:
     from django.db import connection
 
