@@ -3,8 +3,12 @@ label-free run's rollouts and rewards exactly as they were (same seed), while th
 evaluation itself sees the change."""
 import json
 
+import pytest
+
 from rl.policy import heldout_problems
 from tests.rl.test_train_cli import SMALL, events_of, of_type, run_trainer, write_config, write_prompts
+
+pytestmark = pytest.mark.trainer
 
 
 def train_with_eval_labels(tmp, label):

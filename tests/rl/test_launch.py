@@ -11,6 +11,8 @@ from rl.events import read_events, validate_event
 from rl.launch import ZERO_STAGES, trainer_command
 from tests.rl.test_train_cli import ENV, REPO, SMALL, write_config, write_prompts
 
+pytestmark = pytest.mark.trainer
+
 
 @pytest.mark.parametrize("gpus", [0, 1])
 def test_zero_or_one_gpu_runs_rl_train_directly(gpus):

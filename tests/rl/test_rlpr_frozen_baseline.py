@@ -24,6 +24,8 @@ from tests.rl.test_rlpr import TableProbe, rlpr_group
 from tests.rl.test_train_cli import events_of, of_type, run_trainer, write_config
 from tests.rl.test_train_methods import SMALL, write_rows
 
+pytestmark = pytest.mark.trainer
+
 
 @pytest.fixture(scope="module")
 def policy():

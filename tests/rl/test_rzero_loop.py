@@ -17,6 +17,8 @@ from rl.events import read_events, validate_event
 from rl.policy import DEFAULT_POLICY_DIR, heldout_problems
 from rl.methods.r_zero import extract_question, keep_for_solver, solver_agreement, solver_majority
 
+pytestmark = pytest.mark.trainer
+
 REPO = Path(__file__).resolve().parents[2]
 SENTINEL = "LABEL-SENTINEL-7319"  # the prompt file's labels: must never show up anywhere in the run
 TINY = {"iterations": 1, "challenger_steps": 1, "solver_steps": 1, "questions_per_iteration": 24,

@@ -2,12 +2,15 @@
 std filter here, set to leave out every group), AdamW would still move the weights through its weight decay and
 momentum, and the learning-rate schedule would advance. The real trainer, two steps on the default policy."""
 import numpy as np
+import pytest
 from safetensors.numpy import load_file
 
 from rl.policy import DEFAULT_POLICY_DIR
 from rl.trainer import leave_out_of_means
 from tests.rl.test_train_cli import events_of, of_type, run_trainer, write_config
 from tests.rl.test_train_methods import SMALL, write_rows
+
+pytestmark = pytest.mark.trainer
 
 
 def test_an_update_with_every_group_filtered_leaves_the_weights_and_says_it_was_skipped(tmp_path):

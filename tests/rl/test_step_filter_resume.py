@@ -10,6 +10,8 @@ import pytest
 from tests.rl.test_train_cli import events_of, of_type, run_trainer, write_config
 from tests.rl.test_train_methods import SMALL, write_rows
 
+pytestmark = pytest.mark.trainer
+
 FILTER = {"std_filter_ema_start_step": 1, "std_filter_start_step": 2, "std_filter_beta": 0.5, "save_every": 1}
 
 

@@ -17,6 +17,8 @@ import pytest
 from rl.events import read_events, validate_event
 from rl.policy import heldout_problems
 
+pytestmark = pytest.mark.trainer
+
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
 SMALL = {"n_votes": 16, "n_train": 8, "prompts_per_step": 2, "prompts_per_update": 1, "max_completion_length": 48,

@@ -17,6 +17,8 @@ from rl.methods import validate_hyperparameters
 from rl.policy import heldout_problems
 from tests.rl.test_train_cli import REQUIRED_METRICS, events_of, of_type, run_trainer, write_config
 
+pytestmark = pytest.mark.trainer
+
 SMALL = {"n_votes": 8, "n_train": 4, "prompts_per_step": 2, "prompts_per_update": 1, "max_completion_length": 32,
          "learning_rate": 1e-4,
          "save_every": 0, "eval_every": 0}

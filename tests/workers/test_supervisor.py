@@ -5,7 +5,7 @@ from tests.factories import make_prompt_set
 from webapp.runs.models import Run
 from workers.supervisor import supervise
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.trainer]
 
 
 @pytest.fixture(autouse=True)
