@@ -1,4 +1,6 @@
 """Helpers for tests that drive the real daphne server and Celery worker."""
+import asyncio
+import inspect
 import json
 import os
 import re
@@ -7,13 +9,14 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
 import requests
 from websockets.sync.client import connect
+
+from tests.waiting import wait_until
 
 SMALL_TTRL = {"n_votes": 8, "n_train": 4, "prompts_per_step": 2, "max_completion_length": 48}
 
@@ -35,14 +38,32 @@ class Api:
         return response.json()
 
     def wait_for(self, run_id, predicate, timeout=240, what="the run"):
-        deadline = time.monotonic() + timeout
-        run = None
-        while time.monotonic() < deadline:
-            run = self.get(f"/runs/{run_id}")
-            if predicate(run):
-                return run
-            time.sleep(0.5)
-        raise AssertionError(f"timed out waiting for {what}; last seen: {json.dumps(run)[:2000]}")
+        seen = {"run": None}
+
+        def holds():
+            seen["run"] = self.get(f"/runs/{run_id}")
+            return seen["run"] if predicate(seen["run"]) else None
+
+        return wait_until(holds, timeout, every=0.5, what=what, last=lambda: json.dumps(seen["run"]))
+
+
+async def wait_until_async(condition, timeout, *, every=0.1, what="the condition", last=None):
+    """tests/waiting.py's wait_until for a test's event loop: condition() (awaited when it returns an awaitable)
+    polled with asyncio.sleep, so the loop's other tasks (the test's sockets) go on meanwhile."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if asyncio.get_running_loop().time() >= deadline:
+            seen = last() if last is not None else None
+            if inspect.isawaitable(seen):
+                seen = await seen
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}"
+                                 + (f"; last seen: {str(seen)[:2000]}" if last is not None else ""))
+        await asyncio.sleep(every)
 
 
 def metric_history(client, run, key):

@@ -3,7 +3,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -11,6 +10,7 @@ import requests
 
 from scripts.stack import free_port
 from tests.alerts.receiver import Receiver
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,14 +22,19 @@ def start_demo(data_dir, port):
     process = subprocess.Popen([sys.executable, "scripts/demo.py"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
     lines = []
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
+
+    def started_or_ended():
         line = process.stdout.readline()
         if not line and process.poll() is not None:
-            break
+            return "ended"
         lines.append(line)
-        if line.startswith("Sign in as"):
+        return "started" if line.startswith("Sign in as") else None
+
+    try:
+        if wait_until(started_or_ended, 180, every=0, what="the demo's sign-in line") == "started":
             return process, lines
+    except AssertionError:
+        pass
     process.kill()
     raise AssertionError("the demo did not start:\n" + "".join(lines))
 
@@ -72,13 +77,14 @@ def test_the_demo_starts_everything_serves_the_dashboard_and_stops_on_ctrl_c(tmp
         assert "celery@" not in output and "[tasks]" not in output and "HTTP/1.1" not in output
         redis_url = next(line.split(" at ")[1].strip() for line in lines if "Started redis" in line)
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        health = {}
-        while time.monotonic() < deadline:
-            health = requests.get(base + "/healthz", timeout=10).json()
-            if health.get("workers") == 2:
-                break
-            time.sleep(1)
+        seen = {"health": {}}
+
+        def both_workers():
+            seen["health"] = requests.get(base + "/healthz", timeout=10).json()
+            return seen["health"] if seen["health"].get("workers") == 2 else None
+
+        health = wait_until(both_workers, 60, every=1, what="the demo's two workers in /healthz",
+                            last=lambda: seen["health"])
         # One worker trains (queue cpu), one sends alert notifications and parses large uploads
         # (queues alerts and uploads).
         assert health == {"db": "ok", "redis": "ok", "workers": 2}
@@ -105,9 +111,7 @@ def test_the_demo_starts_everything_serves_the_dashboard_and_stops_on_ctrl_c(tmp
             assert post({"action": "add_webhook", "url": receiver.url}).status_code == 200
             hook = session.get(settings_page).text.split('data-webhook="', 1)[1].split('"', 1)[0]
             assert post({"action": "test_webhook", "webhook": hook}).status_code == 200
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and not receiver.received:
-                time.sleep(0.5)
+            wait_until(lambda: receiver.received, 60, every=0.5, what="the test call at the local listener")
             assert receiver.received and "this webhook works" in receiver.received[0]["body"]["text"]
 
         # The requests are logged in var/logs, not in the terminal.
@@ -115,9 +119,7 @@ def test_the_demo_starts_everything_serves_the_dashboard_and_stops_on_ctrl_c(tmp
 
         # An alert email reaches the demo account's address and is printed in the terminal.
         fail_a_run(tmp_path, redis_url)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any((tmp_path / "outbox").iterdir()):
-            time.sleep(0.5)
+        wait_until(lambda: any((tmp_path / "outbox").iterdir()), 60, every=0.5, what="the alert email in the outbox")
     finally:
         rest = stop_demo(process)
     assert process.returncode == 0, rest

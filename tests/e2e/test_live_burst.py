@@ -5,11 +5,14 @@ import asyncio
 import json
 
 import pytest
+import redis.asyncio
 import websockets
+from django.conf import settings
 
+from tests.e2e.helpers import wait_until_async
 from tests.factories import make_prompt_set, team_of
 from webapp.accounts.models import ApiToken
-from webapp.live import push
+from webapp.live import push, user_group_name
 from webapp.runs.models import Run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("transactional_db")]
@@ -39,12 +42,24 @@ def steps_seen(frames):
 def test_every_viewer_gets_every_one_of_400_back_to_back_pushes_in_order(live_stack, run):
     headers = {"Authorization": f"Token {ApiToken.issue(run.created_by)}"}
     base = f"ws://127.0.0.1:{live_stack.port}/ws/runs/{run.pk}/"
+    # a run socket joins its user's channel-layer group after it has started watching the run's stream
+    # (webapp/runs/consumers.py: connect, join, then group_add): channels_redis keeps the group as this sorted set
+    user_group = f"{settings.CHANNEL_LAYERS['default']['CONFIG']['prefix']}:group:{user_group_name(run.created_by_id)}"
 
     async def go():
         # half the viewers ask for batches as the run page does, half take one frame per message
         sockets = [await websockets.connect(base + ("?batch=1" if i % 2 else ""), additional_headers=headers,
                                             max_size=None) for i in range(VIEWERS)]
-        await asyncio.sleep(0.5)  # every socket has joined
+        groups = redis.asyncio.Redis.from_url(settings.REDIS_URL)
+
+        async def every_socket_joined():
+            return await groups.zcard(user_group) >= VIEWERS
+
+        try:
+            await wait_until_async(every_socket_joined, 10, what=f"all {VIEWERS} sockets in their user's group",
+                                   last=lambda: groups.zcard(user_group))
+        finally:
+            await groups.aclose()
 
         def burst():
             for step in range(1, PUSHES + 1):

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -15,6 +14,7 @@ from websockets.sync.client import connect
 from tests.alerts.receiver import Receiver
 from tests.e2e.helpers import Api
 from tests.factories import make_team
+from tests.waiting import wait_until
 from webapp.accounts.models import ApiToken
 from webapp.alerts.models import Webhook
 from webapp.external.models import ExternalRun
@@ -88,12 +88,12 @@ def test_a_run_logged_by_the_mlflow_client_collapses_and_its_team_is_alerted(liv
                      open_timeout=10) as socket:
             script.stdin.write("go\n")
             script.stdin.flush()
-            alert = None
-            deadline = time.monotonic() + 60
-            while alert is None and time.monotonic() < deadline:
+
+            def collapse_alert():
                 message = json.loads(socket.recv(timeout=30))
-                if message["type"] == "alert" and message["rule"] == "entropy_collapse":
-                    alert = message
+                return message if message["type"] == "alert" and message["rule"] == "entropy_collapse" else None
+
+            alert = wait_until(collapse_alert, 60, every=0, what="entropy_collapse on the run's socket")
         out, err = script.communicate(timeout=60)
         assert script.returncode == 0, err
         assert alert is not None and alert["state"] == "open" and alert["run"] == run["id"]
@@ -106,19 +106,18 @@ def test_a_run_logged_by_the_mlflow_client_collapses_and_its_team_is_alerted(liv
         assert metrics["entropy"]["values"] == metrics["actor/entropy"]["values"] and len(metrics["entropy"]["steps"]) == 12
         assert "reward/mean" in metrics and "time/step" in metrics
 
-        posts = []
-        for _ in range(100):
-            posts = [p for p in receiver.received if p["body"]["alert"]["rule"] == "entropy_collapse"]
-            if posts:
-                break
-            time.sleep(0.2)
-        assert posts and "qwen2.5-ttrl" in posts[0]["body"]["text"]
-        mails = ""
-        for _ in range(100):
-            mails = "".join(p.read_text() for p in live_stack.outbox.glob("*.log")) if live_stack.outbox.exists() else ""
-            if "entropy_collapse" in mails and "qwen2.5-ttrl" in mails:
-                break
-            time.sleep(0.2)
+        posts = wait_until(lambda: [p for p in receiver.received if p["body"]["alert"]["rule"] == "entropy_collapse"],
+                           20, every=0.2, what="entropy_collapse at the team's webhook", last=lambda: receiver.received)
+        assert "qwen2.5-ttrl" in posts[0]["body"]["text"]
+
+        def outbox():
+            return "".join(p.read_text() for p in live_stack.outbox.glob("*.log")) if live_stack.outbox.exists() else ""
+
+        def the_alerts_mail():
+            mails = outbox()
+            return mails if "entropy_collapse" in mails and "qwen2.5-ttrl" in mails else ""
+
+        mails = wait_until(the_alerts_mail, 20, every=0.2, what="the entropy_collapse email", last=outbox)
         assert "alice@example.org" in mails and "entropy_collapse" in mails
 
     # team isolation over MLflow's protocol, as the client sees it

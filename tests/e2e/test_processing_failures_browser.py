@@ -3,12 +3,11 @@ metrics reach step 12 and whose rollouts of steps 4-7 arrive with ?complete_thro
 worker (it was not: the degeneration rule raised on the missing invalid_ratio, and the task failed on every retry
 with nothing in the UI); and the run page's banner of failed processing follows the run's processing_failed alert
 live, its text escaped."""
-import time
-
 import pytest
 
 from evolab_client import Evolab
 from tests.e2e.helpers import off_loop, sign_in
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.usefixtures("transactional_db")]
 
@@ -26,18 +25,16 @@ def test_the_readmes_report_of_steps_4_to_7_is_grouped_by_the_worker_and_its_pag
                                                      "response_length/mean": 300.0 - step})
     # a worker charts them a second later, and the rules judge them then (as the README's report, the metrics come
     # first: with the rollouts' majority in the history first, the collapse rule would ask for its second signal)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and Run.objects.get(pk=run.id).last_step != 12:
-        time.sleep(0.2)
+    wait_until(lambda: Run.objects.get(pk=run.id).last_step == 12, 30, every=0.2, what="the metrics charted to step 12",
+               last=lambda: Run.objects.get(pk=run.id).last_step)
     client.post_rollouts(run.id, [
         {"step": step, "prompt": prompt, "index": i, "completion": f"so \\boxed{{{answer}}}", "reward": 1.0,
          "label": "42"}
         for step in range(4, 8) for prompt in ("What is 6 x 7?", "What is 40 + 2?")
         for i, answer in enumerate(("42", "48"))], complete_through=7)
 
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and Group.objects.filter(run_id=run.id).values("step").distinct().count() < 4:
-        time.sleep(0.2)
+    wait_until(lambda: Group.objects.filter(run_id=run.id).values("step").distinct().count() >= 4, 60, every=0.2,
+               what="the groups of steps 4-7")
     assert sorted({s for s in Group.objects.filter(run_id=run.id).values_list("step", flat=True)}) == [4, 5, 6, 7]
     assert not Alert.objects.filter(run_id=run.id, rule="processing_failed").exists()
 

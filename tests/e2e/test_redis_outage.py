@@ -14,6 +14,7 @@ from scripts.stack import Stack, free_port
 from tests.e2e.helpers import SMALL_TTRL, Api
 from tests.e2e.test_worker_loss import assert_every_event_ingested_once
 from tests.factories import make_prompt_set
+from tests.waiting import assert_stays
 from webapp.accounts.models import ApiToken
 from webapp.runs.models import Run
 
@@ -53,8 +54,8 @@ def test_a_run_launched_while_redis_is_down_is_sent_once_it_is_back_and_survives
         run = api.post("/runs", json={"name": "no broker", "method": "ttrl", "prompt_set": prompt_set.pk,
                                       "max_steps": 8, "hyperparameters": SMALL_TTRL})
         assert run["state"] == "queued"
-        time.sleep(2)
-        assert Run.objects.get(pk=run["id"]).state == Run.QUEUED
+        assert_stays(lambda: Run.objects.get(pk=run["id"]).state == Run.QUEUED, 2,
+                     what="the run queued while the broker is down")
 
         stack.start_redis(redis_port)
         api.wait_for(run["id"], lambda r: (r["last_step"] or 0) >= 2 or r["state"] not in ("queued", "running"),

@@ -9,6 +9,7 @@ from django.conf import settings
 
 from tests.e2e.helpers import off_loop, sign_in
 from tests.factories import event_log, make_prompt_set
+from tests.waiting import wait_until
 from webapp.runs import lifecycle
 from webapp.runs.ingestion import ingest_events
 from webapp.runs.models import Run
@@ -119,11 +120,7 @@ def test_a_member_renames_annotates_retags_archives_and_deletes_an_ended_run_fro
     assert page.query_selector(row(run.pk)) is None
     assert page.goto(f"{live_stack.url}/runs/{run.pk}/").status == 404
     assert not Run.objects.filter(pk=run.pk).exists()
-    for _ in range(60):
-        if not run_dir.exists():
-            break
-        page.wait_for_timeout(500)
-    assert not run_dir.exists(), "the worker did not remove the deleted run's directory"
+    wait_until(lambda: not run_dir.exists(), 30, every=0.5, what="the worker to remove the deleted run's directory")
 
 
 def test_an_active_run_offers_no_delete(live_stack, live_user, session_key, browser_page):

@@ -4,7 +4,6 @@ submits (`sbatch`) and watches (`scontrol`, `sacct`), it is not the trainer's pa
 as `pending` with Slurm's reason while the cluster is full, cancels cleanly, is re-attached by a second worker
 when its worker is killed (no second job, every event once, the steps unbroken), and resumes from its checkpoint
 when Slurm requeues its job. A 2-node run stands in for a multi-node one: two ranks on CPU (gloo)."""
-import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from tests.e2e.helpers import (DONE, SMALL_TTRL, assert_each_event_stored_once, 
                                kill_the_worker_mid_run, launch_small_run, metric_steps, start_a_worker_that_re_attaches,
                                statuses_of)
 from tests.factories import make_prompt_set
+from tests.waiting import wait_until
 from webapp.runs.model_names import ModelNameError
 from webapp.runs.models import Run, RunEvent
 from workers.engines.base import JobSpec
@@ -113,9 +113,8 @@ def test_evolabs_own_options_on_sbatchs_command_line_win_over_hostile_sbatch_lin
     slurm_cluster.run("scancel", held)
 
     job_id = SlurmCli().submit_script(script, spec)
-    deadline = time.monotonic() + 60
-    while job_state(slurm_cluster, job_id) != "COMPLETED" and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_until(lambda: job_state(slurm_cluster, job_id) == "COMPLETED", 60, every=0.5, what="the job to complete",
+               last=lambda: job_fields(slurm_cluster, job_id))
     fields = job_fields(slurm_cluster, job_id)
     assert fields["JobState"] == "COMPLETED", fields
     assert (fields["JobName"], fields["WorkDir"], fields["StdOut"], fields["StdErr"], fields["StdIn"],
@@ -187,11 +186,15 @@ def test_a_job_slurm_requeues_resumes_from_its_checkpoint(slurm, slurm_cluster, 
     job_id = Run.objects.get(pk=run_id).engine_job_id
     assert slurm_cluster.run("scontrol", "requeue", job_id).returncode == 0  # as a preemption with requeue does
     # a requeued job may start again only after a delay: once it is back in the queue, make it eligible now
-    deadline = time.monotonic() + 60
-    while job_state(slurm_cluster, job_id) != "RUNNING" and time.monotonic() < deadline:
-        if job_state(slurm_cluster, job_id) == "PENDING":
+
+    def running_again():
+        state = job_state(slurm_cluster, job_id)
+        if state == "PENDING":
             slurm_cluster.run("scontrol", "update", f"JobId={job_id}", "StartTime=now")
-        time.sleep(1)
+        return state == "RUNNING"
+
+    wait_until(running_again, 60, every=1, what="the requeued job to run again",
+               last=lambda: job_fields(slurm_cluster, job_id))
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=300)
     assert run["state"] == "succeeded" and run["last_step"] == 12, run
     running = [message for state, message in statuses_of(run_id) if state == "running"]

@@ -1,13 +1,12 @@
 """The team's alert pages in headless Chromium against the real stack (daphne, the alerts worker): acknowledging
 several alerts at once on /teams/{id}/alerts/, and sending a webhook a test from /teams/{id}/alert-settings/, its
 delivery listed in a table that stays inside its card."""
-import time
-
 import pytest
 
 from tests.alerts.receiver import Receiver
 from tests.e2e.helpers import sign_in
 from tests.factories import make_prompt_set, team_of
+from tests.waiting import wait_until
 from webapp.alerts.models import Alert, Webhook, WebhookDelivery
 from webapp.runs.models import Run
 
@@ -135,10 +134,7 @@ def test_an_admin_sends_a_webhook_a_test_and_sees_it_delivered_in_a_table_that_f
         page.goto(f"{live_stack.url}/teams/{team.pk}/alert-settings/")
         page.click(f"#webhooks tr[data-webhook='{hook.pk}'] button.send-test")
         page.wait_for_selector("text=test sent to " + receiver.url)
-        deadline = time.monotonic() + 60
-        while not receiver.received and time.monotonic() < deadline:
-            time.sleep(0.2)
-    assert receiver.received, "the alerts worker never delivered the test"
+        wait_until(lambda: receiver.received, 60, every=0.2, what="the alerts worker to deliver the test")
     body = receiver.received[0]["body"]
     assert body["event"] == "test" and body["text"].endswith("sent by grace: this webhook works")
 

@@ -11,6 +11,7 @@ from websockets.sync.client import connect
 from tests.alerts.receiver import Receiver
 from tests.e2e.helpers import Api
 from tests.factories import make_prompt_set, make_team
+from tests.waiting import wait_until
 from webapp.accounts.models import ApiToken
 from webapp.alerts.models import Webhook
 
@@ -71,13 +72,9 @@ def test_team_a_sees_its_collapsing_run_alert_live_and_team_b_sees_nothing(live_
         # The webhook receiver got it, Slack-style.
         api_alerts = alice_api.get(f"/runs/{run['id']}/alerts")["alerts"]
         target = next(a for a in api_alerts if a["rule"] == rule)
-        posts = []
-        for _ in range(150):
-            posts = [r for r in receiver.received if r["body"]["alert"]["id"] == target["id"]]
-            if posts:
-                break
-            page.wait_for_timeout(200)
-        assert posts and rule in posts[0]["body"]["text"] and posts[0]["body"]["event"] == "opened"
+        posts = wait_until(lambda: [r for r in receiver.received if r["body"]["alert"]["id"] == target["id"]], 30,
+                           every=0.2, what=f"the webhook post of alert {target['id']}", last=lambda: receiver.received)
+        assert rule in posts[0]["body"]["text"] and posts[0]["body"]["event"] == "opened"
 
         # Acknowledge on the run page; the team page follows live.
         page.click(f"#alerts li[data-alert-id='{target['id']}'] button")

@@ -9,6 +9,7 @@ import pytest
 
 from tests.e2e.helpers import SMALL_TTRL, LiveMessages, trainer_pids
 from tests.factories import make_prompt_set
+from tests.waiting import wait_until
 from webapp.metrics.models import MetricSeries
 from webapp.runs.models import Group, Rollout, TextIndexMark
 
@@ -25,9 +26,8 @@ def test_a_two_step_ttrl_run_succeeds_and_streams_its_metrics(api, live_stack, l
     try:
         final = api.wait_for(run["id"], lambda r: r["state"] in ("succeeded", "failed", "cancelled"))
         assert final["state"] == "succeeded", final
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not any(m.get("state") == "succeeded" for m in live.of_type("status")):
-            time.sleep(0.2)
+        wait_until(lambda: any(m.get("state") == "succeeded" for m in live.of_type("status")), 10, every=0.2,
+                   what="the succeeded status on the run's socket", last=lambda: live.of_type("status"))
     finally:
         live.close()
 

@@ -5,13 +5,13 @@ each reward function's reward, their total and its advantage."""
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 from django.contrib.auth import get_user_model
 
 from tests.e2e.helpers import Api
 from tests.factories import make_team
+from tests.waiting import wait_until
 from webapp.accounts.models import ApiToken
 
 pytestmark = pytest.mark.e2e
@@ -58,13 +58,15 @@ def test_the_evolab_callback_sends_metrics_and_every_completion_with_its_rewards
     assert len(runs) == 1  # with report_to="mlflow" the callback reports to the run Transformers' callback made
     run = runs[0]
     assert run["source"] == "external" and run["state"] == "succeeded"
-    found = []
-    for _ in range(120):  # grouped by the worker once the run has ended
-        found = api.get(f"/runs/{run['id']}/rollouts/search", params={"limit": 100})["results"]
-        if len(found) == 2 * 4 * 2:
-            break
-        time.sleep(0.5)
-    assert len(found) == 2 * 4 * 2  # 2 steps × 2 prompts × 4 generations
+    seen = {"found": []}
+
+    def every_completion():  # 2 steps × 2 prompts × 4 generations
+        seen["found"] = api.get(f"/runs/{run['id']}/rollouts/search", params={"limit": 100})["results"]
+        return seen["found"] if len(seen["found"]) == 2 * 4 * 2 else None
+
+    # grouped by the worker once the run has ended
+    found = wait_until(every_completion, 60, every=0.5, what="the run's 16 completions",
+                       last=lambda: len(seen["found"]))
     first = found[0]
     assert set(first["extra"]) == {"boxed_answer", "brevity"} and first["advantage"] is not None
     assert first["reward"] == pytest.approx(first["extra"]["boxed_answer"] + first["extra"]["brevity"])

@@ -17,6 +17,7 @@ from django.contrib.auth import get_user_model
 from scripts.stack import Stack, free_port
 from tests.e2e.helpers import Api
 from tests.factories import make_team
+from tests.waiting import wait_until
 from webapp.accounts.models import ApiToken
 
 pytestmark = pytest.mark.e2e
@@ -66,25 +67,16 @@ def sync(url, token, *args):
 
 def read_until(process, words, timeout=60):
     """Lines of the process's output up to the first holding `words`."""
-    seen, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    seen = []
+
+    def next_line_holds():
         line = process.stdout.readline()
         if not line:
-            break
+            raise AssertionError(f"no {words!r} in: {''.join(seen)}")
         seen.append(line)
-        if words in line:
-            return seen
-    raise AssertionError(f"no {words!r} in: {''.join(seen)}")
+        return seen if words in line else None
 
-
-def wait(predicate, timeout=120, what="it"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
+    return wait_until(next_line_holds, timeout, every=0, what=f"{words!r} in the output", last=lambda: "".join(seen))
 
 
 def every_rollout(api, run_id):
@@ -130,7 +122,8 @@ def test_verl_dumps_reach_the_explorer_whole_across_a_killed_sync_and_a_web_serv
         train_step(dumps, 5)
         time.sleep(2)
         web.start_web(port)
-        wait(lambda: len(every_rollout(api, run_id)) == 5 * PROMPTS * N, what="every rollout of 5 steps")
+        wait_until(lambda: len(every_rollout(api, run_id)) == 5 * PROMPTS * N, 120, every=0.5,
+                   what="every rollout of 5 steps")
         second.send_signal(signal.SIGTERM)  # stopped as a process manager stops it (Ctrl-C does the same)
         assert second.wait(timeout=30) == 130
     finally:
@@ -151,7 +144,7 @@ def test_verl_dumps_reach_the_explorer_whole_across_a_killed_sync_and_a_web_serv
             return found if len(found) == PROMPTS else None
 
         # the steps before the last are grouped as the next arrives; the last once it has been quiet
-        groups = wait(last_step_groups, what="step 5's groups")
+        groups = wait_until(last_step_groups, 120, every=0.5, what="step 5's groups")
         by_index = {r["index"]: r for r in groups[0]["rollouts"]}
         assert groups[0]["majority_answer"] is not None and by_index[0]["answer"] == groups[0]["majority_answer"]
         assert by_index[0]["reward"] == 1.0 and by_index[0]["extra"] == {"acc": True}
@@ -161,7 +154,7 @@ def test_verl_dumps_reach_the_explorer_whole_across_a_killed_sync_and_a_web_serv
             found = api.get(f"/runs/{run_id}/metrics")["metrics"]
             return found if len(found.get("similarity/mean", {}).get("steps", [])) == 5 else None
 
-        metrics = wait(metrics_with_heatmaps, timeout=240, what="the heatmaps of 5 steps")
+        metrics = wait_until(metrics_with_heatmaps, 240, every=0.5, what="the heatmaps of 5 steps")
         # the policy agrees more with itself as steps go on: majority up, distinct answers down
         assert metrics["majority_ratio"]["values"] == pytest.approx([3 / 8, 4 / 8, 5 / 8, 6 / 8, 7 / 8])
         assert metrics["unique_answers"]["values"][0] > metrics["unique_answers"]["values"][-1]
@@ -199,4 +192,4 @@ def test_the_sync_command_finds_the_run_verl_logs_to_by_its_experiment_and_name(
     waiting.send_signal(signal.SIGTERM)
     waiting.wait(timeout=30)
     api = Api(live_stack.url, token)
-    assert wait(lambda: len(every_rollout(api, run.id)) == PROMPTS * N, what="step 1's rollouts")
+    assert wait_until(lambda: len(every_rollout(api, run.id)) == PROMPTS * N, 120, every=0.5, what="step 1's rollouts")

@@ -6,7 +6,6 @@ trainer, on the test database and Redis; the lease is shortened to keep the test
 import json
 import os
 import signal
-import time
 import uuid
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from scripts.stack import Stack, free_port
 from tests.e2e.helpers import SMALL_TTRL, Api, trainer_pids
 from tests.factories import make_prompt_set
+from tests.waiting import wait_until
 from webapp.accounts.models import ApiToken
 from webapp.runs.models import Run, RunEvent
 
@@ -77,10 +77,7 @@ def test_a_run_whose_worker_is_killed_resumes_on_a_new_worker_and_loses_no_event
     run_id = launch(fault_stack, live_user, "worker-killed", max_steps=10)
     kill_worker(fault_stack.worker)
     # its trainer notices and stops after its step, with a checkpoint
-    deadline = time.monotonic() + 60
-    while trainers_of(run_id) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not trainers_of(run_id), "the orphaned trainer kept training"
+    wait_until(lambda: not trainers_of(run_id), 60, every=0.5, what="the orphaned trainer to stop training")
     requeued = fault_stack.api.wait_for(run_id, lambda r: r["state"] != "running", timeout=30, what="the lease check")
     assert requeued["state"] == "queued" and "its worker stopped answering" in requeued["message"], requeued
 
@@ -100,9 +97,7 @@ def test_a_run_whose_worker_vanished_can_be_cancelled_and_then_resumed(fault_sta
     assert cancelled["state"] == "cancelled", cancelled
     assert cancelled["message"].startswith("cancelled; its worker stopped answering"), cancelled
 
-    deadline = time.monotonic() + 60
-    while trainers_of(run_id) and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_until(lambda: not trainers_of(run_id), 60, every=0.5, what="the orphaned trainer to stop")
     fault_stack.api.post(f"/runs/{run_id}/resume")
     fault_stack.stack.start_worker(fault_stack.queue)
     final = fault_stack.api.wait_for(run_id, lambda r: r["state"] not in ("queued", "running"), timeout=240)

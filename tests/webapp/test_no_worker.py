@@ -58,17 +58,15 @@ def test_a_run_that_is_not_queued_shows_no_notice(signed_in, user):
 @pytest.mark.e2e
 def test_a_run_queued_where_a_worker_listens_shows_no_notice(live_stack, transactional_db, client, django_user_model):
     """The live stack's worker consumes PREFIX + "cpu" (the run is created without a task, so it stays queued)."""
-    import time
-
     from tests.factories import team_of
+    from tests.waiting import wait_until
 
     user = django_user_model.objects.create_user(username="wendy", password="pw-for-tests-1")
     team_of(user)
     client.force_login(user)
     queue = settings.QUEUE_PREFIX + "cpu"
-    deadline = time.monotonic() + 30
-    while queue not in (queues_with_consumers(refresh=True) or set()) and time.monotonic() < deadline:
-        time.sleep(0.5)
+    wait_until(lambda: queue in (queues_with_consumers(refresh=True) or set()), 30, every=0.5,
+               what=f"a worker consuming {queue}", last=queues_with_consumers)
     assert queue in queues_with_consumers()
     run = queued_run(user, queue)
     assert 'id="no-worker"' not in client.get(f"/runs/{run.pk}/").content.decode()

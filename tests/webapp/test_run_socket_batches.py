@@ -10,7 +10,7 @@ from channels.testing import WebsocketCommunicator
 from tests.factories import make_prompt_set, team_of
 from webapp.accounts.models import ApiToken
 from webapp.asgi import application
-from webapp.live import push
+from webapp.live import Hub, push
 from webapp.runs.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -25,7 +25,9 @@ def frames_after_a_push(run, user, query="", messages=MESSAGES):
         communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/{query}", headers=headers)
         connected, _ = await communicator.connect(timeout=5)
         assert connected
-        await communicator.receive_nothing(timeout=0.3)  # joined its group
+        # the consumer starts watching the run's stream before it accepts (RunConsumer.join in connect), so it
+        # is watching now, in this loop's Hub, and the push below reaches it
+        assert len(Hub.of_this_loop().watches.get(run.pk, {})) == 1
         await asyncio.to_thread(push, run.pk, messages)
         frames = []
         while not await communicator.receive_nothing(timeout=0.5):

@@ -10,7 +10,7 @@ from channels.testing import WebsocketCommunicator
 from tests.factories import make_prompt_set, team_of
 from webapp.accounts.models import ApiToken
 from webapp.asgi import application
-from webapp.live import push
+from webapp.live import Hub, push
 from webapp.runs.models import Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,7 +40,8 @@ def watch_20_pushes(run, query: str = "") -> list[dict]:
         communicator = WebsocketCommunicator(application, f"/ws/runs/{run.pk}/{query}", headers=headers)
         connected, _ = await communicator.connect(timeout=5)
         assert connected
-        await communicator.receive_nothing(timeout=0.3)
+        # watching the run's stream already, in this loop's Hub: the consumer joins it before it accepts
+        assert len(Hub.of_this_loop().watches.get(run.pk, {})) == 1
         for step in range(1, 21):
             push(run.pk, [{"type": "metrics", "step": step}])
         frames = []

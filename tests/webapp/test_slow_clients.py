@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.waiting import assert_stays, wait_until
 from tests.webapp.slow_client_app import CHUNK, CHUNKS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,14 +43,16 @@ def server(server_log):
     process = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
                                 "tests.webapp.slow_client_app:application"], cwd=ROOT, env=env,
                                stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while True:
+
+    def accepts() -> bool:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
+            return True
         except OSError:
-            assert process.poll() is None and time.monotonic() < deadline, "daphne did not start"
-            time.sleep(0.2)
+            assert process.poll() is None, "daphne did not start"
+            return False
+
+    wait_until(accepts, 60, every=0.2, what="daphne to accept connections")
     yield port
     process.terminate()
     process.wait(timeout=20)
@@ -107,10 +110,9 @@ def test_a_client_that_reads_slowly_is_sent_only_what_it_reads(server):
 def test_a_client_that_stops_reading_is_disconnected_and_frees_its_thread(server):
     closed = server_state(server)["closed"]
     downloads = [open_download(server) for _ in range(2)]  # as many as the server has download threads
-    deadline = time.monotonic() + STALL_SECONDS + 15
-    while server_state(server)["closed"] < closed + 2:
-        assert time.monotonic() < deadline, "a stalled download kept its thread"
-        time.sleep(0.2)
+    wait_until(lambda: server_state(server)["closed"] >= closed + 2, STALL_SECONDS + 15, every=0.2,
+               what="both stalled downloads to be cut (a stalled download kept its thread)",
+               last=lambda: server_state(server))
     for download, first in downloads:
         assert first + read_all(download) < TOTAL  # the connection was cut, short of the whole body
         download.close()
@@ -125,10 +127,9 @@ def test_a_client_that_goes_away_mid_download_stops_the_response_at_once(server)
     download, _ = open_download(server)
     time.sleep(0.5)
     download.close()  # a cancelled download: the rest of the body is never produced
-    deadline = time.monotonic() + 5  # well before daphne's own cancel (10 s) or the stall limit
-    while server_state(server)["closed"] == state["closed"]:
-        assert time.monotonic() < deadline, "the response went on after its client left"
-        time.sleep(0.1)
+    # well before daphne's own cancel (10 s) or the stall limit
+    wait_until(lambda: server_state(server)["closed"] != state["closed"], 5, every=0.1,
+               what="the response to end after its client left", last=lambda: server_state(server))
     produced = server_state(server)["produced"] - state["produced"]
     assert produced < 24 * 2**20, f"{produced / 2**20:.0f} MiB produced for a client that left"
 
@@ -139,13 +140,15 @@ def test_a_client_that_goes_away_leaves_no_traceback_in_the_log(server, server_l
     download, _ = open_download(server)
     time.sleep(0.5)
     download.close()
-    deadline = time.monotonic() + 5
-    while server_state(server)["closed"] == state["closed"]:
-        assert time.monotonic() < deadline, "the response went on after its client left"
-        time.sleep(0.1)
-    time.sleep(0.5)  # daphne writes its log after the application returns
-    log = server_log.read_text()
-    assert "Traceback" not in log and "Exception inside application" not in log, log[-2000:]
+    wait_until(lambda: server_state(server)["closed"] != state["closed"], 5, every=0.1,
+               what="the response to end after its client left", last=lambda: server_state(server))
+
+    def no_traceback() -> bool:
+        log = server_log.read_text()
+        assert "Traceback" not in log and "Exception inside application" not in log, log[-2000:]
+        return True
+
+    assert_stays(no_traceback, 0.5, what="a log without a traceback")  # daphne writes its log after the app returns
 
 
 def test_stalled_downloads_leave_the_other_requests_their_threads(server):
@@ -154,9 +157,9 @@ def test_stalled_downloads_leave_the_other_requests_their_threads(server):
     started = time.monotonic()
     server_state(server)  # another request: before, it waited for a stalled download to be cut (the stall limit)
     assert time.monotonic() - started < 1.5
-    deadline = time.monotonic() + STALL_SECONDS + 15
-    while server_state(server)["closed"] < closed + 2:  # then the stall limit frees them as before
-        assert time.monotonic() < deadline, "a stalled download kept its thread"
-        time.sleep(0.2)
+    # then the stall limit frees them as before
+    wait_until(lambda: server_state(server)["closed"] >= closed + 2, STALL_SECONDS + 15, every=0.2,
+               what="both stalled downloads to be cut (a stalled download kept its thread)",
+               last=lambda: server_state(server))
     for download in stalled:
         download.close()

@@ -245,6 +245,7 @@ def test_ingestion_analyses_a_bulk_loaded_table_once_a_tenth_of_it_changed(user,
 
     from django.db import connection
 
+    from tests.waiting import wait_until
     from webapp.runs import table_statistics
 
     if connection.vendor != "postgresql":
@@ -259,9 +260,9 @@ def test_ingestion_analyses_a_bulk_loaded_table_once_a_tenth_of_it_changed(user,
             cursor.execute("SELECT n_mod_since_analyze FROM pg_stat_user_tables WHERE relname = %s", [rollouts])
             return cursor.fetchone()[0]
 
-    deadline = time.monotonic() + 10
-    while changed() < 640 and time.monotonic() < deadline:  # the statistics system reports within a second
-        time.sleep(0.2)
+    # the statistics system reports within a second
+    wait_until(lambda: changed() >= 640, 10, every=0.2, what="the statistics system to count the 640 rollouts",
+               last=changed)
     assert rollouts in table_statistics.keep_statistics(force=True)
     assert changed() == 0
     assert rollouts not in table_statistics.keep_statistics(force=True)  # nothing new since

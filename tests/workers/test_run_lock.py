@@ -9,6 +9,7 @@ import pytest
 
 from rl.driver import process_is_alive
 from tests.factories import make_prompt_set
+from tests.waiting import wait_until
 from webapp.runs.models import Run
 from workers import supervisor
 
@@ -55,10 +56,8 @@ def test_a_trainer_left_behind_is_stopped_with_its_process_group_before_another_
     try:
         orphan.wait(timeout=5)
         assert orphan.returncode == (-15 if how == "obeys" else -9)
-        deadline = time.monotonic() + 5
-        while not not process_is_alive(rank_pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not process_is_alive(rank_pid), "the rank process outlived its trainer's group kill"
+        wait_until(lambda: not process_is_alive(rank_pid), 5, every=0.05,
+                   what="the rank process to end with its trainer's group kill")
         assert time.monotonic() - started < 10
     finally:
         lock.close()
