@@ -16,7 +16,7 @@ from scripts.stack import ROOT, Stack, free_port
 from tests.e2e import postgres_instance
 from tests.e2e.helpers import SMALL_TTRL, Api
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.trainer]
 
 OUTAGE_SECONDS = 30
 

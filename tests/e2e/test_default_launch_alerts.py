@@ -9,7 +9,7 @@ import pytest
 from webapp.alerts.models import Alert
 from webapp.metrics import series
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.trainer]
 
 SAMPLE = Path(__file__).resolve().parents[2] / "rl" / "assets" / "arithmetic_sample.json"
 

@@ -5,7 +5,7 @@ import pytest
 
 from tests.factories import make_prompt_set
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.trainer]
 
 TINY_WITH_EVAL = {"n_votes": 4, "n_train": 2, "prompts_per_step": 2, "max_completion_length": 32,
                   "eval_every": 1, "eval_samples": 2}

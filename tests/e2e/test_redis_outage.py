@@ -18,7 +18,7 @@ from tests.waiting import assert_stays
 from webapp.accounts.models import ApiToken
 from webapp.runs.models import Run
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.trainer]
 
 OUTAGE_SECONDS = 30
 

@@ -11,7 +11,7 @@ from tests.e2e.helpers import SMALL_TTRL, Api
 from tests.factories import make_prompt_set
 from webapp.accounts.models import ApiToken
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.trainer]
 
 # A step of this run takes ~0.4 s and a cancel ~2 s to land (two 0.5 s polls and the step in
 # flight): enough steps that the run cannot end before the cancel does, on a fast machine too.

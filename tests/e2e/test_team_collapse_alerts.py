@@ -15,7 +15,7 @@ from tests.waiting import wait_until
 from webapp.accounts.models import ApiToken
 from webapp.alerts.models import Webhook
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.trainer]
 
 # Collapses in ~3 steps on the default policy: at lr 1e-2 its completions stop ending and
 # run to the 32-token limit without a boxed answer.

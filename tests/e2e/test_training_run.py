@@ -13,7 +13,7 @@ from tests.waiting import wait_until
 from webapp.metrics.models import MetricSeries
 from webapp.runs.models import Group, Rollout, TextIndexMark
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.trainer]
 
 DASHBOARD_METRICS = {"entropy", "response_length/mean", "reward/mean", "majority_ratio", "label_accuracy"}
 

@@ -18,7 +18,7 @@ from tests.waiting import wait_until
 from webapp.accounts.models import ApiToken
 from webapp.runs.models import Run, RunEvent
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.trainer]
 
 LEASE = {"EVOLAB_RUN_LEASE_SECONDS": "5", "EVOLAB_RUN_HEARTBEAT_SECONDS": "0.5", "EVOLAB_RUN_REAP_EVERY_SECONDS": "1"}
 
