@@ -12,8 +12,9 @@ from django.contrib.auth import get_user_model
 
 from tests.e2e.connection_watch import ConnectionWatch, loopback_canary
 from tests.e2e.helpers import metric_history
-from tests.e2e.test_verl_sync import read_until, wait
+from tests.e2e.test_verl_sync import read_until
 from tests.factories import make_team
+from tests.waiting import wait_until
 from webapp.accounts.models import ApiToken
 
 pytestmark = pytest.mark.e2e
@@ -73,7 +74,8 @@ def test_trackio_runs_are_followed_and_imported_each_point_once(live_stack, tran
         with ConnectionWatch(lambda: [p.pid for p in processes.values() if p.poll() is None]) as watch:
             writer = processes["writer"] = write(folder, "ttrl-a", 12, pause=6)
             read_until(writer, "wrote 6")
-            wait(lambda: written(folder, "ttrl-a") == 6, timeout=30, what="ttrl-a's 6 rows in the database")
+            wait_until(lambda: written(folder, "ttrl-a") == 6, timeout=30, every=0.5,
+                       what="ttrl-a's 6 rows in the database")
             which = sync(live_stack.url, token, str(folder))
             output, _ = which.communicate(timeout=60)
             assert which.returncode == 2 and "gsm8k-ttrl/ttrl-a" in output and "gsm8k-ttrl/ttrl-b" in output, output
@@ -87,7 +89,8 @@ def test_trackio_runs_are_followed_and_imported_each_point_once(live_stack, tran
             writer.stdin.write("\n")
             writer.stdin.flush()
             read_until(writer, "finished")
-            wait(lambda: written(folder, "ttrl-a") == 12, timeout=30, what="ttrl-a's 12 rows in the database")
+            wait_until(lambda: written(folder, "ttrl-a") == 12, timeout=30, every=0.5,
+                       what="ttrl-a's 12 rows in the database")
             second = processes["second"] = sync(live_stack.url, token, str(folder), "--trackio-run", "ttrl-a",
                                                 "--poll", "0.2")
             read_until(second, "through step 12")

@@ -11,8 +11,8 @@ from django.contrib.auth import get_user_model
 
 from tests.e2e.helpers import Api
 from tests.e2e.test_trl_reporting import TRAIN
-from tests.e2e.test_verl_sync import wait
 from tests.factories import make_team
+from tests.waiting import wait_until
 from webapp.accounts.models import ApiToken
 
 pytestmark = pytest.mark.e2e
@@ -45,8 +45,8 @@ def reporter(live_stack, transactional_db):
 
 def named(api, name):
     """The run, once the worker that charts its points has told its trainer by TRL's names."""
-    return wait(lambda: next((r for r in api.get("/runs")["runs"] if r["name"] == name and r["trainer"] == "trl"), None),
-                what=f"{name} told as TRL's")
+    return wait_until(lambda: next((r for r in api.get("/runs")["runs"] if r["name"] == name and r["trainer"] == "trl"),
+                                   None), timeout=120, every=0.5, what=f"{name} told as TRL's")
 
 
 def charted_under_evolabs_names(api, run_id):
@@ -54,7 +54,7 @@ def charted_under_evolabs_names(api, run_id):
         found = api.get(f"/runs/{run_id}/metrics")["metrics"]
         return found if found.get("entropy", {}).get("steps") == [1, 2] else None
 
-    found = wait(both_steps, what="both steps charted")
+    found = wait_until(both_steps, what="both steps charted", timeout=120, every=0.5)
     for reported, ours in (("train/completions/mean_length", "response_length/mean"), ("train/reward", "reward/mean"),
                            ("train/entropy", "entropy"), ("train/frac_reward_zero_std", "zero_variance_groups")):
         assert found[reported]["steps"] == [1, 2] and found[ours]["values"] == found[reported]["values"], reported
@@ -74,7 +74,7 @@ def test_a_trl_run_logged_to_wandb_comes_in_with_its_completions_as_rollouts(liv
         found = api.get(f"/runs/{run['id']}/rollouts/search", params={"limit": 100})["results"]
         return found if len(found) == 2 * 4 * 2 else None
 
-    found = wait(every_rollout, what="2 steps × 2 prompts × 4 completions")
+    found = wait_until(every_rollout, what="2 steps × 2 prompts × 4 completions", timeout=120, every=0.5)
     for rollout in found:  # each reward function's reward, and GRPOTrainer's total: reward_weights [1.0, 0.5]
         assert set(rollout["extra"]) == {"boxed_answer", "brevity"} and rollout["advantage"] is not None
         assert rollout["reward"] == pytest.approx(rollout["extra"]["boxed_answer"] + 0.5 * rollout["extra"]["brevity"])

@@ -17,8 +17,9 @@ from django.contrib.auth import get_user_model
 
 from tests.e2e.connection_watch import ConnectionWatch, loopback_canary
 from tests.e2e.helpers import metric_history
-from tests.e2e.test_verl_sync import read_until, wait
+from tests.e2e.test_verl_sync import read_until
 from tests.factories import make_team
+from tests.waiting import wait_until
 from webapp.accounts.models import ApiToken
 from webapp.alerts.models import Alert
 from webapp.external.models import LoggerImport
@@ -92,8 +93,8 @@ def test_a_wandb_offline_run_is_followed_whole_across_a_killed_sync_and_raises_i
             # MLflow's params never change: the first value stays, and the command says so
             assert "parameter data.max_response_length changed to '1024'; the run keeps '512'" in "".join(followed)
             # ten steps, entropy falling 30% a step: the collapse opens while the run still trains
-            wait(lambda: Alert.objects.filter(run_id=run_id, rule="entropy_collapse").exists(),
-                 what="entropy_collapse on the W&B run")
+            wait_until(lambda: Alert.objects.filter(run_id=run_id, rule="entropy_collapse").exists(),
+                       timeout=120, every=0.5, what="entropy_collapse on the W&B run")
             writer.stdin.write("\n")
             writer.stdin.flush()
             read_until(writer, "finished")
@@ -124,8 +125,8 @@ def test_a_wandb_offline_run_is_followed_whole_across_a_killed_sync_and_raises_i
 
     stored = Run.objects.get(pk=run_id)
     assert stored.trainer == "verl"  # told by verl's metric names
-    metrics = wait(lambda: (lambda m: m if len(m.get("entropy", {}).get("steps", [])) == STEPS else None)(
-        client.get(f"/api/runs/{run_id}/metrics")["metrics"]), what="the charts of every step")
+    metrics = wait_until(lambda: (lambda m: m if len(m.get("entropy", {}).get("steps", [])) == STEPS else None)(
+        client.get(f"/api/runs/{run_id}/metrics")["metrics"]), timeout=120, every=0.5, what="the charts of every step")
     assert metrics["entropy"]["values"] == pytest.approx([logged(s)["actor/entropy"] for s in range(1, STEPS + 1)])
     assert not any(math.isnan(v) for v in metrics["entropy"]["values"])
     # what the imports page shows of it: the folder, every point read, what was skipped
