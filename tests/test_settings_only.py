@@ -3,7 +3,8 @@ could find, and a test had to patch the module rather than the setting."""
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.source_scan import ROOT, findings
+
 # The trainer runs without Django: its entry point reads what its supervisor and launcher (accelerate, torchrun) set.
 ALLOWED = {"webapp/settings.py", "webapp/settings_production.py", "rl/train.py", "rl/grpo_config.py"}
 
@@ -22,13 +23,7 @@ def environment_reads(path: Path) -> list[int]:
 
 
 def test_only_settings_read_the_environment_in_the_web_and_worker_code():
-    readers = {}
-    for folder in ("webapp", "workers", "rl"):
-        for path in (ROOT / folder).rglob("*.py"):
-            name = path.relative_to(ROOT).as_posix()
-            if "/migrations/" not in name and name not in ALLOWED and environment_reads(path):
-                readers[name] = environment_reads(path)
-    assert readers == {}
+    assert findings(environment_reads, skip=ALLOWED) == {}
 
 
 def test_the_web_server_entry_point_only_sets_the_variables_that_settings_read():

@@ -5,8 +5,8 @@ from pathlib import Path
 
 from rl.metric_catalogue import BY_NAME, GROUP_PREFIXES, GROUPS, RECORDS, names
 from rl.trainer_metrics import TRAINER_METRICS
+from tests.source_scan import findings
 
-ROOT = Path(__file__).resolve().parents[2]
 DESIGN_SECTION_5 = ("entropy", "response_length/mean", "reward/mean", "reward/std", "majority_ratio", "unique_answers",
                     "similarity/mean", "kl", "clip_ratio/low", "clip_ratio/high", "loss", "grad_norm", "learning_rate",
                     "time/step", "time/generation", "time/reward", "label_accuracy", "maj@16", "pass@1", "pass@16")
@@ -52,13 +52,7 @@ def literals_listing_metrics(path: Path) -> list[tuple[int, list[str]]]:
 
 
 def test_no_other_module_keeps_a_list_of_metric_names():
-    lists = {}
-    for folder in ("rl", "webapp", "workers"):
-        for path in (ROOT / folder).rglob("*.py"):
-            name = path.relative_to(ROOT).as_posix()
-            if name not in OWN_CONCEPT and literals_listing_metrics(path):
-                lists[name] = literals_listing_metrics(path)
-    assert lists == {}
+    assert findings(literals_listing_metrics, skip=OWN_CONCEPT) == {}
 
 
 def test_the_scan_finds_a_list_where_there_is_one(tmp_path):

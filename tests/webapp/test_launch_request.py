@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from rl.params import FieldError
+from tests.source_scan import findings
 from webapp.runs.launch_request import LaunchRequest
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_it_reads_every_launch_setting_from_json():
@@ -38,14 +38,7 @@ def settings_listed(path: Path) -> list[int]:
 
 
 def test_no_other_module_lists_the_launch_settings():
-    found = {}
-    for path in (ROOT / "webapp").rglob("*.py"):
-        name = path.relative_to(ROOT).as_posix()
-        if "/migrations/" in name or name == "webapp/runs/launch_request.py":
-            continue
-        if settings_listed(path):
-            found[name] = settings_listed(path)
-    assert found == {}
+    assert findings(settings_listed, folders=("webapp",), skip={"webapp/runs/launch_request.py"}) == {}
 
 
 def test_the_scan_finds_a_list(tmp_path):
