@@ -5,6 +5,8 @@ happened and fails with what it last saw. `assert_stays` is the other claim, tha
 checks the condition throughout the period, not once after a sleep, so a change at any moment fails the test at that
 moment. A bare `time.sleep(n)` followed by an assertion was both slow (it always waited n) and weak (it saw one
 instant)."""
+import asyncio
+import inspect
 import time
 from typing import Callable, TypeVar
 
@@ -21,9 +23,30 @@ def wait_until(condition: Callable[[], T], timeout: float, *, every: float = 0.1
         if value:
             return value
         if time.monotonic() >= deadline:
-            seen = f"; last seen: {str(last())[:2000]}" if last is not None else ""
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}{seen}")
+            raise _timed_out(timeout, what, last is not None, last() if last is not None else None)
         time.sleep(every)
+
+
+async def wait_until_async(condition, timeout: float, *, every: float = 0.1, what: str = "the condition",
+                           last=None):
+    """wait_until for a test's event loop: condition() (awaited when it returns an awaitable) polled with
+    asyncio.sleep, so the loop's other tasks (the test's sockets) go on meanwhile."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            seen = last() if last is not None else None
+            raise _timed_out(timeout, what, last is not None, (await seen) if inspect.isawaitable(seen) else seen)
+        await asyncio.sleep(every)
+
+
+def _timed_out(timeout: float, what: str, told: bool, seen) -> AssertionError:
+    return AssertionError(f"timed out after {timeout:g} s waiting for {what}"
+                          + (f"; last seen: {str(seen)[:2000]}" if told else ""))
 
 
 def assert_stays(condition: Callable[[], object], seconds: float, *, every: float = 0.1,

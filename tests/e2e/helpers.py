@@ -1,6 +1,4 @@
 """Helpers for tests that drive the real daphne server and Celery worker."""
-import asyncio
-import inspect
 import json
 import os
 import re
@@ -45,25 +43,6 @@ class Api:
             return seen["run"] if predicate(seen["run"]) else None
 
         return wait_until(holds, timeout, every=0.5, what=what, last=lambda: json.dumps(seen["run"]))
-
-
-async def wait_until_async(condition, timeout, *, every=0.1, what="the condition", last=None):
-    """tests/waiting.py's wait_until for a test's event loop: condition() (awaited when it returns an awaitable)
-    polled with asyncio.sleep, so the loop's other tasks (the test's sockets) go on meanwhile."""
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = condition()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return value
-        if asyncio.get_running_loop().time() >= deadline:
-            seen = last() if last is not None else None
-            if inspect.isawaitable(seen):
-                seen = await seen
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}"
-                                 + (f"; last seen: {str(seen)[:2000]}" if last is not None else ""))
-        await asyncio.sleep(every)
 
 
 def metric_history(client, run, key):

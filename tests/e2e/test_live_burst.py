@@ -9,8 +9,8 @@ import redis.asyncio
 import websockets
 from django.conf import settings
 
-from tests.e2e.helpers import wait_until_async
 from tests.factories import make_prompt_set, team_of
+from tests.waiting import wait_until_async
 from webapp.accounts.models import ApiToken
 from webapp.live import push, user_group_name
 from webapp.runs.models import Run

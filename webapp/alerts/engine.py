@@ -67,10 +67,10 @@ def _load_by_step(run, up_to_step: int | None, tail_from: int | None) -> dict:
     if up_to_step is None:
         up_to_step = run.last_step
     tail_from = up_to_step if tail_from is None else tail_from
-    head = series.read_between(run, names, high=min(first + HEAD_STEPS, up_to_step))
-    tail = series.read_between(run, names, low=max(tail_from - TAIL_STEPS, first + HEAD_STEPS + 1), high=up_to_step)
+    head = (None, min(first + HEAD_STEPS, up_to_step))
+    tail = (max(tail_from - TAIL_STEPS, first + HEAD_STEPS + 1), up_to_step)
     by_step: dict[int, dict[str, float | None]] = {}
-    for points in (head, tail):
+    for points in series.read_ranges(run, names, [head, tail]):
         for name, pairs in points.items():
             for step, value in pairs:
                 by_step.setdefault(step, {})[name] = _finite(value)

@@ -15,9 +15,10 @@ the run has moved on. Ingestion of one run is serialised by its run row lock, so
 
 This module is the one route to the store's rows (tests/test_layers.py keeps webapp/metrics/models.py private to
 webapp/metrics), as MLflow's AbstractStore is to its storage. Writing: store_points, reopen. Reading: names (the
-series a run has), read (whole series for the pages and the API), read_between (values in a step range, by name),
-value_at (one value), latest (each series' last point), latest_value (the last value of a name, as a subquery on a
-query of runs), overview, metric_steps, first_step, stored_values; TABLES (its tables, for their statistics).
+series a run has), read (whole series for the pages and the API), read_between and read_ranges (values in step
+ranges, by name), value_at (one value), latest (each series' last point), latest_value (the last value of a name, as
+a subquery on a query of runs), overview, metric_steps, first_step, stored_values; TABLES (its tables, for their
+statistics).
 """
 import bisect
 import json
@@ -193,9 +194,15 @@ def read_between(run_or_id, names, low: int | None = None, high: int | None = No
                  clock: bool = False) -> dict[str, list]:
     """{name: [(step, value)]} of the run's series of those names (clocks with clock=True) at low <= step <= high
     (either end open), from chunks and open points alike, in step order; a name with no series is left out."""
+    return read_ranges(run_or_id, names, [(low, high)], clock)[0]
+
+
+def read_ranges(run_or_id, names, ranges: list[tuple[int | None, int | None]], clock: bool = False) -> list[dict]:
+    """read_between for each (low, high) of `ranges`, the series looked up once (the alert rules read a run's first
+    steps and its last ones)."""
     found = dict(MetricSeries.objects.filter(run=run_or_id, clock=clock, name__in=list(names))
                  .values_list("id", "name"))
-    return {found[pk]: pairs for pk, pairs in _read_range(found, low, high).items()}
+    return [{found[pk]: pairs for pk, pairs in _read_range(found, low, high).items()} for low, high in ranges]
 
 
 def value_at(run_or_id, name: str, step: int, clock: bool = False) -> float | None:
