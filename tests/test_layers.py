@@ -121,3 +121,17 @@ def test_the_metric_stores_rows_are_read_and_written_only_through_its_interface(
     direct = sorted(module for module, names in graph.items() if "webapp.metrics.models" in names
                     and not module.startswith("webapp.metrics") and module != "webapp.runs.models")
     assert direct == []
+
+
+def test_one_loop_supervises_a_run_whatever_its_engine():
+    # the local trainer is an engine like Slurm and Ray (workers/engines/local.py): the supervisor alone ingests a
+    # run's log and relays its cancel, and no engine reaches back into the run's rows or its ingestion
+    graph = imports()
+    ingesting = sorted(module for module, names in graph.items()
+                       if module.startswith("workers.") and "workers.event_tail" in names)
+    assert ingesting == ["workers.supervisor"]
+    engines = [module for module in graph if module.startswith("workers.engines.")]
+    assert "workers.engines.local" in engines
+    reaching = sorted((module, name) for module in engines for name in graph[module]
+                      if name.startswith(("webapp", "workers.supervisor", "workers.run_io")))
+    assert reaching == []

@@ -214,7 +214,7 @@ RUN_AUTO_RESUMES = int(os.environ.get("EVOLAB_RUN_AUTO_RESUMES", 3))
 RUN_REDISPATCH_SECONDS = float(os.environ.get("EVOLAB_RUN_REDISPATCH_SECONDS", 600))
 RUN_REAP_EVERY_SECONDS = float(os.environ.get("EVOLAB_RUN_REAP_EVERY_SECONDS", 15))
 # After SIGTERM a trainer finishes its step and writes a checkpoint; one that takes longer than this is killed (or
-# its engine job ended) so that a cancel always ends (workers/supervisor.py, workers/engine_jobs.py).
+# its engine job ended) so that a cancel always ends (workers/supervisor.py).
 RUN_CANCEL_GRACE_SECONDS = float(os.environ.get("EVOLAB_CANCEL_GRACE_SECONDS", 120))
 
 # The web server (webapp/asgi.py, webapp/http_bridge.py): threads serving HTTP at once, each holding one database

@@ -45,8 +45,7 @@ DRAIN_ATTEMPTS = 4
 
 
 class LogIngestion:
-    """A run's log ingested as its trainer writes it, at each poll of its supervisor (workers/supervisor.py,
-    workers/engine_jobs.py). A database away is waited out (until_stored); any other failure of a batch (a bug, an
+    """A run's log ingested as its trainer writes it, at each poll of its supervisor (workers/supervisor.py). A database away is waited out (until_stored); any other failure of a batch (a bug, an
     event ingestion cannot store) is recorded on the run and the batch tried again after a backoff (watched.Polled),
     while the trainer trains on and its later events wait in the log. Before, it stopped the supervisor, which
     killed the trainer and failed the run."""

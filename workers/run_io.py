@@ -1,6 +1,5 @@
-"""What every way of supervising a run shares (workers/supervisor.py, the trainer as the worker's child;
-workers/engine_jobs.py, the trainer as a cluster engine's job): the run directory it is given, and the
-database calls of a poll, made to outlast a database that goes away for a while."""
+"""What the run supervisor (workers/supervisor.py) gives and asks of a run whatever its engine: the run directory
+its job is given, and the database calls of a poll, made to outlast a database that goes away for a while."""
 import json
 import logging
 import shutil

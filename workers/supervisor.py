@@ -1,81 +1,51 @@
-"""The run supervisor: starts the trainer as a child process, tails its event log into
-the database, relays cancel requests as SIGTERM, and records how the child ended.
+"""The run supervisor: claims a queued run, hands it to an engine as one job and watches the job to its end,
+ingesting the trainer's event log into the database as it is written.
 
-A crash of the child never reaches the worker: the child is a separate process and its
-exit code and stderr tail are recorded on the run.
+The engine (workers/engines/): `local`, the default, runs the trainer as this worker's child; `slurm` and `ray`
+submit it to a cluster. One loop watches them all: it ingests and indexes at each poll, asks the engine about the
+job (pending in its queue, with the engine's reason; running; ended), heartbeats the run's lease, and relays a
+cancel (the engine's stop, SIGTERM to the trainer, which checkpoints; its kill after the grace period). When the
+job ends it ingests the rest and records how the run ended, from the job's end and the trainer's last status
+event. A crash of the trainer never reaches the worker: the trainer is another process, and how it ended is on
+the run.
 
-The supervisor holds the run under a lease (webapp/runs/lifecycle.py): it heartbeats the run each
-RUN_HEARTBEAT_SECONDS and stops its trainer as soon as a heartbeat finds the lease lost. The trainer
-runs in a process group of its own (an `accelerate launch` and its rank processes together), so a
-cancel past its grace period kills every one of them; it holds the run's lock (RUN_DIR/trainer.lock)
-for as long as it lives, and a supervisor that finds the lock held stops the trainer left behind by
-a lost supervisor before it starts another. A trainer whose supervisor's process is gone stops
-itself (rl/driver.py::stop_when_supervisor_is_gone). When the worker shuts down, the trainer is
-asked to checkpoint and the run is queued again to resume on the next worker.
-"""
-import fcntl
+A cluster's job outlives its worker (Engine.outlives_worker): its id is recorded on the run before anything
+else, so a worker that takes the run over (the lease sweeper re-queued it when this one died) re-attaches to
+the same job and goes on ingesting from the run's last_seq, and a worker that shuts down hands the run back with
+its job still training. The local trainer does not: a lost lease stops it, and a worker that shuts down asks it
+to checkpoint, then hands the run back to resume on the next worker."""
 import logging
 import os
-import signal
 import socket
-import subprocess
-import sys
 import time
 import uuid
 
 from django.conf import settings
-from rl import launch
+
+from webapp.alerts import failures
 from webapp.explorer import text_search
 from webapp.runs import lifecycle
 from webapp.runs.model_names import ModelNameError
-from webapp.alerts import failures
 from webapp.runs.models import Run, RunEvent
 
-from .event_tail import LogIngestion
 from . import engines
-from .engine_jobs import supervise_job
-from .engines.base import file_tail
-from .run_io import (POLL_SECONDS, cancel_requested, index_texts, index_the_rest, once,
-                     prepare_run_dir, set_aside_stale_run_dir, until_stored)
+from .engines import Engine, EngineError, JobSpec, JobState
+from .event_tail import LogIngestion
+from .run_io import (POLL_SECONDS, cancel_requested, index_texts, index_the_rest, once, prepare_run_dir,
+                     set_aside_stale_run_dir, until_stored)
 from .shutdown import WORKER_SHUTTING_DOWN
 from .watched import Polled
 
 log = logging.getLogger(__name__)
 
-LOCK_FILE, PID_FILE = "trainer.lock", "trainer.pid"
-
-
-def trainer_command(run: Run, config_path, resume: bool) -> list[str]:
-    """`python -m rl.train ...` for 0 or 1 GPU, `accelerate launch ...` for more (rl/launch.py)."""
-    return launch.trainer_command(
-        config_path, run.run_dir, resume=resume, gpus=run.gpus, python=settings.TRAINER_PYTHON or sys.executable,
-        accelerate_config=settings.TRAINER_ACCELERATE_CONFIG or None,
-    )
-
-
-
-def _final_state(run: Run, exit_code: int, cancel_sent: bool) -> tuple[str, str]:
-    last_status = RunEvent.objects.filter(run=run, type="status").order_by("-seq").first()
-    reported = last_status.payload.get("state") if last_status else None
-    reported_message = last_status.payload.get("message", "") if last_status else ""
-    if exit_code == 0 and reported in (Run.SUCCEEDED, Run.CANCELLED):
-        return reported, reported_message
-    if exit_code == 0 and cancel_sent:
-        return Run.CANCELLED, reported_message or "cancelled"
-    if exit_code == 0:
-        return Run.SUCCEEDED, reported_message
-    if cancel_sent and exit_code in (-signal.SIGTERM, -signal.SIGKILL):
-        return Run.CANCELLED, f"cancelled; the trainer was stopped by signal {-exit_code}"
-    if reported == Run.FAILED and reported_message:
-        return Run.FAILED, reported_message
-    if exit_code < 0:
-        return Run.FAILED, f"the trainer was killed by signal {-exit_code}"
-    return Run.FAILED, f"the trainer exited with code {exit_code}"
+LOG_EVERY_S = 5.0  # how often the job's log tail is copied to the run for its page
 
 
 def supervise(run_id: int) -> str | None:
+    """Claim the run and see its job through: the run's final state; None when the run was not queued or the
+    lease was lost; `queued` when the worker shut down and handed the run back."""
     owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-    # pending until the cluster engine says the job runs (a local trainer runs at once)
+    # pending until a cluster engine says the job runs (a local trainer runs at once)
     run = lifecycle.claim(run_id, owner, Run.RUNNING if settings.TRAINER_LAUNCHER == "local" else Run.PENDING)
     if run is None:
         log.info("run %s is not queued; nothing to do", run_id)
@@ -83,169 +53,201 @@ def supervise(run_id: int) -> str | None:
     try:
         # a job an engine runs already is watched with that engine, whatever this worker would submit to
         engine = engines.engine_named(run.engine) if run.engine_job_id else engines.configured()
-    except engines.EngineError as exc:
+    except EngineError as exc:
         lifecycle.finish(run, Run.FAILED, str(exc), None, "", owner=owner)
         return Run.FAILED
-    if engine is not None:
-        return supervise_job(run, owner, engine)
-    if run.nodes > 1:
-        lifecycle.finish(run, Run.FAILED, f"a run on {run.nodes} nodes needs a cluster engine: start its worker with "
-                                          f"EVOLAB_TRAINER_LAUNCHER=slurm or ray", None, "", owner=owner)
-        return Run.FAILED
-    lifecycle.engine_job(run, owner, "local", "")
+    return supervise_job(run, owner, engine)
+
+
+def job_name(run: Run, attempt: int) -> str:
+    return f"evolab-run-{run.pk}-{attempt}"
+
+
+def supervise_job(run: Run, owner: str, engine: Engine) -> str | None:
+    """Submit the run's job (or find the one it has) and watch it to its end."""
     resume = run.resume_requested
     Run.objects.filter(pk=run.pk).update(resume_requested=False)
-
-    if not resume:
-        set_aside_stale_run_dir(run)
-    run.run_dir.mkdir(parents=True, exist_ok=True)
     try:
-        lock = _take_run_lock(run, owner)
-    except RunLocked as exc:
-        lifecycle.finish(run, Run.FAILED, str(exc), None, "", owner=owner)
+        job = _job_of(run, owner, engine, resume)
+    except EngineError as exc:
+        lifecycle.finish(run, Run.FAILED, f"{engine.title} would not take the run: {exc}", None, "", owner=owner)
         return Run.FAILED
-    try:
-        config_path = prepare_run_dir(run)
-    except ModelNameError as exc:
-        lock.close()
+    except ModelNameError as exc:  # found before anything is submitted
         lifecycle.finish(run, Run.FAILED, exc.run_message, None, "", owner=owner)
         return Run.FAILED
-    stdout_path, stderr_path = run.run_dir / "stdout.log", run.run_dir / "stderr.log"
-    # the trainer stops itself if this process dies (rl/driver.py::stop_when_supervisor_is_gone)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", "EVOLAB_SUPERVISOR_PID": str(os.getpid()),
-           "EVOLAB_SUPERVISOR_HOST": socket.gethostname()}
-    with open(stdout_path, "ab") as out, open(stderr_path, "ab") as err:
-        child = subprocess.Popen(
-            trainer_command(run, config_path, resume),
-            cwd=settings.BASE_DIR,
-            stdout=out,
-            stderr=err,
-            env=env,
-            # A process group of its own: a cancel's kill reaches accelerate's rank processes too, and
-            # stopping the worker's group does not kill the trainer mid-step (the worker's shutdown
-            # signal asks it to checkpoint instead, see _watch).
-            start_new_session=True,
-            # the trainer holds the run's lock for as long as it lives
-            pass_fds=(lock.fileno(),),
-        )
-    (run.run_dir / PID_FILE).write_text(f"{child.pid} {owner}\n")
-    lock.close()  # the child's copy holds it now
+    if job is None:
+        lifecycle.finish(run, Run.CANCELLED, f"cancelled; its {engine.title} job had ended", None, "", owner=owner)
+        return Run.CANCELLED
     try:
-        exit_code, cancel_sent, handed_back = _watch(run, child, owner)
+        return _watch(run, owner, engine, *job)
     except Exception as exc:
-        # The supervisor itself failed (a corrupt log line, a lost database): stop the
-        # trainer rather than leave it training unwatched, and say why on the run.
-        _kill_group(child.pid, signal.SIGKILL)
-        child.wait()
-        lifecycle.finish(run, Run.FAILED, f"the run supervisor stopped: {exc}", child.returncode, file_tail(stderr_path),
-                         owner=owner)
+        # The supervisor itself failed (a corrupt log line, a lost database). A cluster's job trains on and the
+        # run's next supervisor re-attaches to it once the lease expires; a local trainer would train unwatched,
+        # so it is stopped and the run fails saying why.
+        if not engine.outlives_worker:
+            job_id, spec = job
+            _ask(engine.kill, job_id)
+            state = _ask(engine.state, job_id) or JobState("unknown")
+            lifecycle.finish(run, Run.FAILED, f"the run supervisor stopped: {exc}", state.exit_code,
+                             _ask(engine.log_tail, job_id, spec.log_path) or "", owner=owner)
         raise
-    if exit_code is None:
-        log.warning("run %s: lease lost; its trainer was stopped and the run left to its new owner", run.pk)
+
+
+def _job_of(run: Run, owner: str, engine: Engine, resume: bool) -> tuple[str, JobSpec] | None:
+    """The job the run has in this engine and the engine still knows (a re-attach: its log is read to the end),
+    else a new one; None for a cancelled run whose job the engine no longer knows (nothing to stop)."""
+    known = run.engine_job_id if run.engine == engine.name else ""
+    if not known and run.engine == engine.name and run.engine_attempt:
+        known = engine.find(job_name(run, run.engine_attempt)) or ""  # submitted, not recorded: its worker died
+    if known and engine.state(known).phase != "unknown":
+        lifecycle.engine_job(run, owner, engine.name, known)
+        log.info("run %s: re-attached to %s job %s", run.pk, engine.title, known)
+        return known, job_spec(run, owner, run.engine_attempt, resume)
+    if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
         return None
-    state, message = until_stored(_final_state, run, exit_code, cancel_sent)
-    shut_down = f"the worker shut down at step {run.last_step}; resuming from its last checkpoint on the next worker"
-    if handed_back and state == Run.CANCELLED and until_stored(lifecycle.hand_back, run, owner, shut_down):
-        log.info("run %s handed back to the queue (worker shutting down)", run.pk)
-        return Run.QUEUED
-    until_stored(lifecycle.finish, run, state, message, exit_code, file_tail(stderr_path) if state == Run.FAILED else "",
-                  owner)
-    log.info("run %s ended %s (exit code %s)", run.pk, state, exit_code)
-    return state
+    # a new job: a run that trained before resumes from its checkpoint
+    resume = resume or RunEvent.objects.filter(run=run).exists()
+    if not resume:
+        set_aside_stale_run_dir(run)
+    attempt = run.engine_attempt + 1
+    lifecycle.engine_job(run, owner, engine.name, "", attempt)  # the name is known before the job exists
+    spec = job_spec(run, owner, attempt, resume)
+    spec.config_path = prepare_run_dir(run)
+    job_id = engine.submit(spec)
+    if engine.outlives_worker:  # the id of a job that dies with its worker is of no use to the next one
+        lifecycle.engine_job(run, owner, engine.name, job_id)
+    log.info("run %s: submitted as %s job %s (%s)", run.pk, engine.title, job_id, spec.name)
+    return job_id, spec
 
 
-def _watch(run: Run, child: subprocess.Popen, owner: str) -> tuple[int | None, bool, bool]:
-    """Ingest the log until the child exits, heartbeating the run and relaying a cancel (or the
-    worker's shutdown) as SIGTERM. Returns the exit code (None: the lease was lost and the trainer
-    stopped), whether a cancel was sent, and whether the worker's shutdown was."""
+def job_spec(run: Run, owner: str, attempt: int, resume: bool) -> JobSpec:
+    return JobSpec(
+        name=job_name(run, attempt), run_id=run.pk, run_dir=run.run_dir, config_path=run.run_dir / "config.json",
+        code_dir=settings.ENGINE_CODE_DIR, python=settings.TRAINER_PYTHON or settings.ENGINE_PYTHON, nodes=run.nodes,
+        gpus=run.gpus, resume=resume, options={**settings.SLURM_OPTIONS, **(run.engine_options or {})},
+        environment={"HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"},
+        accelerate_config=settings.TRAINER_ACCELERATE_CONFIG or None, stop_grace_seconds=settings.RUN_CANCEL_GRACE_SECONDS,
+        keep_alive=lambda: once(lifecycle.heartbeat, run.pk, owner))
+
+
+def _watch(run: Run, owner: str, engine: Engine, job_id: str, spec: JobSpec) -> str | None:
     events, texts = LogIngestion(run), Polled(run.pk, failures.TEXT_INDEX)
+    state, shown, shown_log = JobState("pending"), None, None
     stop_sent_at, shutting_down = None, False
-    next_heartbeat = time.monotonic() + settings.RUN_HEARTBEAT_SECONDS
+    next_state = next_log = next_heartbeat = 0.0
     while True:
-        events.poll()  # a batch that fails is on the run and tried again after a backoff: the trainer trains on
+        events.poll()  # a batch that fails is on the run and tried again after a backoff: the job trains on
         index_texts(run, text_search.catch_up, texts)  # a bounded batch per poll
-        exit_code = child.poll()
-        if exit_code is not None:
-            break
-        if time.monotonic() >= next_heartbeat:
-            next_heartbeat = time.monotonic() + settings.RUN_HEARTBEAT_SECONDS
+        now = time.monotonic()
+        if now >= next_state:
+            next_state = now + engine.state_every_s
+            state = _ask(engine.state, job_id) or state
+            if state.phase in ("ended", "unknown"):
+                break
+            if stop_sent_at is not None and state.phase == "pending":
+                # taken out of the queue: Slurm forgets it at once; Ray keeps a stopped job `pending` until it
+                # would start, and then stops it before its entrypoint runs
+                state = JobState("ended", reason=f"stopped while waiting in {engine.title}'s queue", end="cancelled")
+                break
+            phase = Run.PENDING if state.phase == "pending" else Run.RUNNING
+            reason = f"pending in {engine.title}: {state.reason or 'waiting'}" if phase == Run.PENDING else ""
+            log_tail = None
+            if now >= next_log:
+                next_log = now + LOG_EVERY_S
+                log_tail = _ask(engine.log_tail, job_id, spec.log_path)
+            # written when the job's state, its reason or its log changed (the local engine is asked at each poll)
+            if (phase, reason) != shown or (log_tail is not None and log_tail != shown_log):
+                if once(lifecycle.engine_state, run, owner, phase, reason, log_tail) is False:
+                    return _lease_lost(run, engine, job_id, spec)
+                shown, shown_log = (phase, reason), shown_log if log_tail is None else log_tail
+        if now >= next_heartbeat:
+            next_heartbeat = now + settings.RUN_HEARTBEAT_SECONDS
             if once(lifecycle.heartbeat, run.pk, owner) is False:  # None: the database is away; try next time
-                _stop(child)
-                return None, False, False
-        if stop_sent_at is None and (WORKER_SHUTTING_DOWN.is_set() or once(cancel_requested, run)):
+                return _lease_lost(run, engine, job_id, spec)
+        if stop_sent_at is None and WORKER_SHUTTING_DOWN.is_set() and engine.outlives_worker:
+            message = (f"the worker shut down; its {engine.title} job {job_id} trains on and the next worker watches "
+                       f"it")
+            if until_stored(lifecycle.hand_back, run, owner, message):
+                log.info("run %s handed back, its %s job %s left training", run.pk, engine.title, job_id)
+                return Run.QUEUED
+        elif stop_sent_at is None and (WORKER_SHUTTING_DOWN.is_set() or once(cancel_requested, run)):
+            # a local trainer checkpoints and ends, and the run is handed back below
             shutting_down = WORKER_SHUTTING_DOWN.is_set()
-            _kill_group(child.pid, signal.SIGTERM)
-            stop_sent_at = time.monotonic()
-        elif stop_sent_at is not None and time.monotonic() - stop_sent_at > settings.RUN_CANCEL_GRACE_SECONDS:
-            _kill_group(child.pid, signal.SIGKILL)
+            _ask(engine.stop, job_id)
+            stop_sent_at = now
+        elif stop_sent_at is not None and now - stop_sent_at > spec.stop_grace_seconds:
+            _ask(engine.kill, job_id)
+            stop_sent_at = float("inf")  # killed once
         time.sleep(POLL_SECONDS)
     events.drain(lambda: once(lifecycle.heartbeat, run.pk, owner))  # still failing: the run fails, saying why
     index_the_rest(run, text_search.catch_up_fully, texts)
-    cancelled = until_stored(cancel_requested, run)
-    return exit_code, stop_sent_at is not None, shutting_down and not cancelled
+    log_tail = _ask(engine.log_tail, job_id, spec.log_path) or ""
+    cancel_asked = until_stored(cancel_requested, run)
+    final, message = until_stored(final_state, run, engine, job_id, state, stop_sent_at is not None or cancel_asked)
+    if shutting_down and not cancel_asked and final == Run.CANCELLED:
+        shut_down = f"the worker shut down at step {run.last_step}; resuming from its last checkpoint on the next worker"
+        if until_stored(lifecycle.hand_back, run, owner, shut_down):
+            log.info("run %s handed back to the queue (worker shutting down)", run.pk)
+            return Run.QUEUED
+    Run.objects.filter(pk=run.pk).update(engine_reason=state.reason[:500], engine_log_tail=log_tail)
+    until_stored(lifecycle.finish, run, final, message, state.exit_code, log_tail if final == Run.FAILED else "", owner)
+    log.info("run %s ended %s (%s job %s: %s)", run.pk, final, engine.name, job_id, state.end or state.phase)
+    return final
 
 
-def _kill_group(pgid: int, sig: int) -> None:
-    try:
-        os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass  # already gone
-
-
-def _stop(child: subprocess.Popen) -> None:
-    """SIGTERM the trainer's group (it checkpoints after its step), SIGKILL it after the grace period."""
-    _kill_group(child.pid, signal.SIGTERM)
-    try:
-        child.wait(timeout=settings.RUN_CANCEL_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        pass
-    _kill_group(child.pid, signal.SIGKILL)  # whatever of its group is left (rank processes)
-    child.wait()
-
-
-def _take_run_lock(run: Run, owner: str):
-    """The run's lock, held from here by this supervisor and then by its trainer. Held already means a
-    trainer of an earlier supervisor of this run still lives (its supervisor lost the lease): it is
-    asked to stop (SIGTERM to its process group, which checkpoints), then killed after the grace period,
-    so two trainers never write one run directory."""
-    lock = open(run.run_dir / LOCK_FILE, "a+b")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return lock
-    except BlockingIOError:
-        pass
-    pgid = _recorded_trainer(run)
-    log.warning("run %s: a trainer of an earlier supervisor still runs (process group %s); stopping it", run.pk, pgid)
-    started, sig = time.monotonic(), signal.SIGTERM
-    while True:
-        if pgid:
-            _kill_group(pgid, sig)
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            if pgid:
-                _kill_group(pgid, signal.SIGKILL)  # the trainer is gone; none of its rank processes may stay
-            return lock
-        except BlockingIOError:
-            pass
-        waited = time.monotonic() - started
-        if waited > settings.RUN_CANCEL_GRACE_SECONDS:
-            sig = signal.SIGKILL
-        if waited > settings.RUN_CANCEL_GRACE_SECONDS + 30:
-            lock.close()
-            raise RunLocked(f"another trainer of this run (process group {pgid or 'unknown'}, on a host that shares "
-                            f"its directory?) still holds {run.run_dir / LOCK_FILE}; stop it, then resume the run")
-        once(lifecycle.heartbeat, run.pk, owner)
+def _lease_lost(run: Run, engine: Engine, job_id: str, spec: JobSpec) -> None:
+    """Another supervisor holds the run now (or it was re-queued): write nothing more. A cluster's job is left to
+    that supervisor; a local trainer is asked to stop (it checkpoints), and killed after the grace period."""
+    if engine.outlives_worker:
+        log.warning("run %s: lease lost; %s job %s is left to the run's new supervisor", run.pk, engine.title, job_id)
+        return None
+    log.warning("run %s: lease lost; stopping its trainer, the run is left to its new owner", run.pk)
+    _ask(engine.stop, job_id)
+    deadline = time.monotonic() + spec.stop_grace_seconds
+    while time.monotonic() < deadline and (_ask(engine.state, job_id) or JobState("running")).phase == "running":
         time.sleep(POLL_SECONDS)
+    _ask(engine.kill, job_id)
+    return None
 
 
-class RunLocked(Exception):
-    pass
-
-
-def _recorded_trainer(run: Run) -> int | None:
+def _ask(call, *args):
+    """An engine call, or None when the engine cannot answer now (asked again at the next poll)."""
     try:
-        return int((run.run_dir / PID_FILE).read_text().split()[0])
-    except (FileNotFoundError, ValueError, IndexError):
+        return call(*args)
+    except EngineError as exc:
+        log.warning("%s", exc)
         return None
 
 
+ENDS = {
+    "timeout": "its {engine} job {job} reached its time limit; resume the run to go on from its last checkpoint",
+    "node_fail": "a node of its {engine} job {job} failed; resume the run to go on from its last checkpoint",
+    "preempted": "its {engine} job {job} was preempted and not requeued; resume the run to go on from its last "
+                 "checkpoint",
+    "out_of_memory": "its {engine} job {job} ran out of memory",
+}
+
+
+def final_state(run: Run, engine: Engine, job_id: str, state: JobState, cancelled: bool) -> tuple[str, str]:
+    """The run's end from the job's end and the trainer's last status event (the trainer knows best why it
+    stopped: a graceful cancel, a refused config)."""
+    last = RunEvent.objects.filter(run=run, type="status").order_by("-seq").values_list("payload", flat=True).first()
+    reported, said = (last or {}).get("state"), (last or {}).get("message", "")
+    if state.end == "completed":
+        if reported in (Run.SUCCEEDED, Run.CANCELLED):
+            return reported, said
+        return (Run.CANCELLED, said or "cancelled") if cancelled else (Run.SUCCEEDED, said)
+    if cancelled and state.end in ("cancelled", "failed", None):
+        if reported == Run.CANCELLED:
+            return Run.CANCELLED, said
+        return Run.CANCELLED, f"cancelled; {engine.stopped_text(job_id, state)}"
+    if state.end == "cancelled":
+        return Run.CANCELLED, f"its {engine.title} job {job_id} was cancelled outside Evolab"
+    if state.end in ENDS:
+        return Run.FAILED, ENDS[state.end].format(engine=engine.title, job=job_id) + (
+            f" ({state.reason})" if state.reason else "")
+    if reported == Run.FAILED and said:
+        return Run.FAILED, said
+    if state.phase == "unknown":
+        return Run.FAILED, state.reason or f"{engine.title} no longer knows job {job_id}"
+    return Run.FAILED, engine.failed_text(job_id, state)

@@ -1,4 +1,4 @@
-"""A worker with a cluster engine (DESIGN §4.9): how it refuses a setting it cannot honour, and how a job's end
+"""A worker's engine (DESIGN §4.9): how it refuses a setting it cannot honour, and how a job's end
 becomes the run's state and message. The engines themselves run for real in tests/e2e/test_slurm_engine.py and
 test_ray_engine.py."""
 import pytest
@@ -7,15 +7,15 @@ from tests.factories import make_prompt_set
 from webapp.runs.ingestion import ingest_events
 from webapp.runs.models import Run
 from workers import engines
-from workers.engine_jobs import final_state
-from workers.engines import EngineError, JobState
+from workers.engines import Engine, EngineError, JobState
 from workers.engines.base import file_tail
-from workers.supervisor import supervise
+from workers.engines.local import LocalTrainer
+from workers.supervisor import final_state, supervise
 
 pytestmark = pytest.mark.django_db
 
 
-class Titled:
+class Titled(Engine):
     name, title = "slurm", "Slurm"
 
 
@@ -100,6 +100,19 @@ def test_a_job_the_engine_forgot_fails_the_run_with_the_engines_words(user):
     run = make_run(user)
     assert final_state(run, Titled(), "17", JobState("unknown", reason="Slurm no longer knows job 17"), False) == (
         Run.FAILED, "Slurm no longer knows job 17")
+
+
+@pytest.mark.parametrize("state, cancelled, expected", [
+    (JobState("ended", reason="the trainer exited with code 2", end="failed", exit_code=2), False,
+     (Run.FAILED, "the trainer exited with code 2")),
+    (JobState("ended", reason="the trainer was killed by signal 9", end="failed", exit_code=-9), False,
+     (Run.FAILED, "the trainer was killed by signal 9")),
+    (JobState("ended", reason="the trainer was stopped by signal 9", end="cancelled", exit_code=-9), True,
+     (Run.CANCELLED, "cancelled; the trainer was stopped by signal 9")),
+    (JobState("ended", end="completed", exit_code=0), True, (Run.CANCELLED, "cancelled")),
+])
+def test_a_local_trainers_end_is_said_in_its_own_words(user, state, cancelled, expected):
+    assert final_state(make_run(user), LocalTrainer(), "4242", state, cancelled) == expected
 
 
 def test_a_jobs_log_tail_is_plain_text_and_its_end(tmp_path):

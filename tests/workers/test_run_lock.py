@@ -1,4 +1,4 @@
-"""The run's lock (workers/supervisor.py): a trainer left running by a supervisor that lost its lease
+"""The run's lock (workers/engines/local.py): a trainer left running by a supervisor that lost its lease
 holds RUN_DIR/trainer.lock, and the run's next supervisor stops that trainer's whole process group
 (SIGTERM, then SIGKILL after the grace period) before it may start another."""
 import subprocess
@@ -11,7 +11,8 @@ from rl.driver import process_is_alive
 from tests.factories import make_prompt_set
 from tests.waiting import wait_until
 from webapp.runs.models import Run
-from workers import supervisor
+from workers.engines import local
+from workers.supervisor import job_spec
 
 pytestmark = pytest.mark.django_db
 
@@ -40,10 +41,10 @@ def run(user, settings, tmp_path):
 
 
 def start_orphan(run, how):
-    orphan = subprocess.Popen([sys.executable, "-c", ORPHAN, str(run.run_dir / supervisor.LOCK_FILE), how],
+    orphan = subprocess.Popen([sys.executable, "-c", ORPHAN, str(run.run_dir / local.LOCK_FILE), how],
                               stdout=subprocess.PIPE, text=True, start_new_session=True)
     rank_pid = int(orphan.stdout.readline())
-    (run.run_dir / supervisor.PID_FILE).write_text(f"{orphan.pid} host:1:old\n")
+    (run.run_dir / local.PID_FILE).write_text(f"{orphan.pid} host:1:old\n")
     return orphan, rank_pid
 
 
@@ -52,7 +53,7 @@ def test_a_trainer_left_behind_is_stopped_with_its_process_group_before_another_
     settings.RUN_CANCEL_GRACE_SECONDS = 1.0
     orphan, rank_pid = start_orphan(run, how)
     started = time.monotonic()
-    lock = supervisor._take_run_lock(run, "me")
+    lock = local.take_run_lock(job_spec(run, "me", 1, False))
     try:
         orphan.wait(timeout=5)
         assert orphan.returncode == (-15 if how == "obeys" else -9)
@@ -66,5 +67,5 @@ def test_a_trainer_left_behind_is_stopped_with_its_process_group_before_another_
 
 def test_a_free_lock_is_taken_at_once(run):
     started = time.monotonic()
-    supervisor._take_run_lock(run, "me").close()
+    local.take_run_lock(job_spec(run, "me", 1, False)).close()
     assert time.monotonic() - started < 1

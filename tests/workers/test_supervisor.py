@@ -61,11 +61,13 @@ def test_it_writes_the_prompts_with_held_out_labels_and_the_trainer_config(user,
 
 
 def test_it_launches_the_trainer_directly_for_one_gpu_and_under_accelerate_for_more(user):
-    from workers.supervisor import trainer_command
+    from workers.engines.local import LocalTrainer
+    from workers.supervisor import job_spec
 
-    one = trainer_command(make_run(user, gpus=1), "/runs/1/config.json", resume=False)
-    assert one[1:5] == ["-m", "rl.train", "--config", "/runs/1/config.json"]
-    four = trainer_command(make_run(user, gpus=4), "/runs/2/config.json", resume=True)
+    one_run = make_run(user, gpus=1)
+    one = LocalTrainer.command(job_spec(one_run, "me", 1, resume=False))
+    assert one[1:5] == ["-m", "rl.train", "--config", str(one_run.run_dir / "config.json")]
+    four = LocalTrainer.command(job_spec(make_run(user, gpus=4), "me", 1, resume=True))
     assert "accelerate.commands.launch" in four and four[four.index("--num_processes") + 1] == "4"
     assert four[-1] == "--resume"
 

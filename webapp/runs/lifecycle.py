@@ -14,7 +14,7 @@ RUN_LEASE_SECONDS has lost its supervisor (a worker killed, its host gone): `rea
 with resume, at most RUN_AUTO_RESUMES times, then fails it; a cancel request on it ends it
 `cancelled`. Its orphaned trainer, if still alive, stops itself when its supervisor's process is
 gone (rl/driver.py::stop_when_supervisor_is_gone) and is killed by the next supervisor of the run before it
-starts another (workers/supervisor.py, the run's lock)."""
+starts another (workers/engines/local.py, the run's lock)."""
 import logging
 import time
 from collections import Counter

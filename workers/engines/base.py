@@ -1,5 +1,7 @@
-"""What every cluster engine does for a run's job: submit it, find it by name, say its state, stop it, read its log."""
+"""What every engine does for a run's job: submit it, find it by name, say its state, stop it, read its log. A
+cluster's engine (Slurm, Ray) runs the job apart from the worker; the local one (engines/local.py) as its child."""
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,9 @@ class JobSpec:
     accelerate_config: str | None = None
     # how long a stopped job's trainer may take to finish its step and checkpoint before it is killed
     stop_grace_seconds: float = 120.0
+    # called while a submit waits (the local engine for an earlier trainer to let go of the run's lock): the
+    # supervisor keeps its lease
+    keep_alive: Callable[[], object] = lambda: None
 
     @property
     def log_path(self) -> Path:
@@ -52,6 +57,11 @@ class JobState:
 class Engine:
     name = ""
     title = ""
+    # A cluster's job trains on when its worker goes: the worker hands the run back at once when it shuts down, and
+    # a worker that lost the lease leaves the job to the run's next supervisor, which re-attaches by its id. A job
+    # that does not (the local trainer) is stopped in both cases, and its id is not recorded.
+    outlives_worker = True
+    state_every_s = 2.0  # how often the engine is asked about the job (a command or an HTTP call)
 
     def submit(self, spec: JobSpec) -> str:
         raise NotImplementedError
@@ -74,6 +84,15 @@ class Engine:
 
     def log_tail(self, job_id: str, spec_log: Path) -> str:
         raise NotImplementedError
+
+    def stopped_text(self, job_id: str, state: "JobState") -> str:
+        """How a job stopped for a cancel ended, as the run's message says it after "cancelled; "."""
+        return f"{self.title} stopped job {job_id}" + (f" ({state.reason})" if state.reason else "")
+
+    def failed_text(self, job_id: str, state: "JobState") -> str:
+        """How a job failed, when neither the engine's end nor the trainer says more."""
+        code = f" (exit code {state.exit_code})" if state.exit_code else ""
+        return f"its {self.title} job {job_id} failed{code}" + (f": {state.reason}" if state.reason else "")
 
 
 def log_tail(text: str, chars: int = LOG_TAIL_CHARS) -> str:
