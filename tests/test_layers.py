@@ -116,10 +116,10 @@ def test_no_method_imports_another_method():
 
 def test_the_metric_stores_rows_are_read_and_written_only_through_its_interface():
     # webapp/metrics/series.py is the one route to the series, points and chunks (names, read, read_between,
-    # value_at, latest, latest_value, ...); the runs app only imports the models to register them under its label
+    # value_at, latest, latest_value, ...), and the models are its own app's (webapp/metrics/apps.py)
     graph = imports()
     direct = sorted(module for module, names in graph.items() if "webapp.metrics.models" in names
-                    and not module.startswith("webapp.metrics") and module != "webapp.runs.models")
+                    and not module.startswith("webapp.metrics"))
     assert direct == []
 
 
@@ -135,3 +135,21 @@ def test_one_loop_supervises_a_run_whatever_its_engine():
     reaching = sorted((module, name) for module in engines for name in graph[module]
                       if name.startswith(("webapp", "workers.supervisor", "workers.run_io")))
     assert reaching == []
+
+
+def test_every_model_belongs_to_the_app_whose_folder_holds_it():
+    # the metric store's and the text index's models were the runs app's (app_label "runs"); they moved to their own
+    # apps with state-only migrations (metrics/0001, explorer/0001), their tables unchanged
+    from django.apps import apps
+
+    strays = sorted(f"{model.__module__}.{model.__name__} ({model._meta.app_label})" for model in apps.get_models()
+                    if model.__module__.startswith("webapp.")
+                    and not model.__module__.startswith(apps.get_app_config(model._meta.app_label).name))
+    assert strays == []
+
+
+def test_the_text_index_rows_are_the_explorers_alone():
+    graph = imports()
+    direct = sorted(module for module, names in graph.items() if "webapp.explorer.models" in names
+                    and not module.startswith("webapp.explorer"))
+    assert direct == []

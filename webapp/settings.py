@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "channels",
     "webapp.accounts",
     "webapp.prompts",
+    "webapp.metrics",
     "webapp.runs",
     "webapp.explorer",
     "webapp.alerts",

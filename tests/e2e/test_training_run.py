@@ -11,7 +11,8 @@ from tests.e2e.helpers import SMALL_TTRL, LiveMessages, trainer_pids
 from tests.factories import make_prompt_set
 from tests.waiting import wait_until
 from webapp.metrics.models import MetricSeries
-from webapp.runs.models import Group, Rollout, TextIndexMark
+from webapp.explorer.models import TextIndexMark
+from webapp.runs.models import Group, Rollout
 
 pytestmark = [pytest.mark.e2e, pytest.mark.trainer]
 

@@ -81,7 +81,7 @@ def test_a_refused_delete_tells_no_one(api_client, user, sent, django_capture_on
 def test_the_runs_text_index_rows_go_with_it(api_client, user, sent):
     # SQLite's FTS5 table has no foreign key to cascade from the rollouts (PostgreSQL's has): its rows stayed
     from webapp.explorer.text_search import catch_up_fully
-    from webapp.runs.models import RolloutText
+    from webapp.explorer.models import RolloutText
 
     run, other = make_run(user), make_run(user)
     assert catch_up_fully(run.pk) and catch_up_fully(other.pk)

@@ -4,7 +4,8 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from webapp.runs.models import Rollout, RolloutText, TextIndexMark
+from webapp.explorer.models import RolloutText, TextIndexMark
+from webapp.runs.models import Rollout
 
 pytestmark = pytest.mark.django_db
 

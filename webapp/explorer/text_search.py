@@ -22,7 +22,8 @@ from django.db.models import BooleanField
 from django.db.models.expressions import RawSQL
 
 from webapp import bulk
-from webapp.runs.models import Rollout, RolloutText, TextIndexMark
+from webapp.explorer.models import RolloutText, TextIndexMark
+from webapp.runs.models import Rollout
 
 TABLE, ROLLOUTS, MARKS = RolloutText._meta.db_table, Rollout._meta.db_table, TextIndexMark._meta.db_table
 # a query is common when at least this many rollouts per result asked for hold its words (100: one
@@ -87,6 +88,13 @@ def catch_up(run_id: int, limit: int = BATCH) -> int:
                    f"WHERE run_id = %s AND id > %s AND id <= %s", [run_id, through, last])
         bulk.fetch(f"UPDATE {MARKS} SET through = %s WHERE run_id = %s", [last, run_id])
         return count
+
+
+def forget_run(sender, run, **kwargs) -> None:
+    """A deleted run's texts (runs.signals.run_deleting), before its rollouts go: PostgreSQL's table would cascade
+    from them, SQLite's FTS5 table has no keys."""
+    texts = RolloutText.objects.filter(rollout_id__in=Rollout.objects.filter(run=run).values("id"))
+    texts._raw_delete(texts.db)
 
 
 def catch_up_fully(run_id: int) -> int:

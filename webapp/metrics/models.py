@@ -1,5 +1,6 @@
-"""The metric store's rows (webapp/metrics/series.py reads and writes them). They belong to the runs app,
-whose migrations made their tables, and point at a run by name; nothing here imports the runs package."""
+"""The metric store's rows (webapp/metrics/series.py reads and writes them; nothing else may). The runs app's
+migrations made their tables, which keep their names; they point at a run by name, and nothing here imports the
+runs package."""
 from django.db import models
 
 
@@ -17,7 +18,7 @@ class MetricSeries(models.Model):
     clock = models.BooleanField(default=False)
 
     class Meta:
-        app_label = "runs"
+        db_table = "runs_metricseries"
         constraints = [models.UniqueConstraint(fields=["run", "clock", "name"], name="unique_series_name_per_run")]
 
     @staticmethod
@@ -38,7 +39,7 @@ class MetricPoint(models.Model):
     value = models.FloatField(null=True)
 
     class Meta:
-        app_label = "runs"
+        db_table = "runs_metricpoint"
         ordering = ["series", "step"]
 
 
@@ -60,5 +61,5 @@ class MetricChunk(models.Model):
     packed = models.BinaryField()
 
     class Meta:
-        app_label = "runs"
+        db_table = "runs_metricchunk"
         ordering = ["series", "first_step"]

@@ -17,7 +17,8 @@ from webapp.tasks import DELETE_RUN_FILES, send_on_commit
 
 from . import lifecycle, model_names, presets
 from .launch_request import LaunchRequest
-from .models import RolloutText, Run, RunEvent
+from .models import Run, RunEvent
+from .signals import run_deleting
 
 MAX_STEPS_LIMIT = 100_000
 MAX_GPUS = 64
@@ -338,9 +339,8 @@ def delete_run(run: Run, user) -> None:
         if not run.is_terminal:  # resumed meanwhile
             raise FieldError("state", f"run {run.pk} is {run.state}: cancel it first, then delete it", status=409)
         # The biggest tables first, each in one statement (Django's cascade would read every group into memory).
-        # The text index's rows first: PostgreSQL's table would cascade from the rollouts, SQLite's FTS5 has no keys.
-        texts = RolloutText.objects.filter(rollout_id__in=run.rollouts.values("id"))
-        texts._raw_delete(texts.db)
+        # What other apps keep of the run's rows first (the explorer's text index of its rollouts).
+        run_deleting.send(Run, run=run)
         run.rollouts.all()._raw_delete(run.rollouts.db)
         run.groups.all()._raw_delete(run.groups.db)
         run.events.all()._raw_delete(run.events.db)

@@ -9,8 +9,6 @@ from django.utils import timezone
 from rl.methods import METHODS
 from webapp.accounts.models import Membership, Team
 from webapp.bulk import fetch
-# the metric store's models belong to this app (their tables and migrations are runs'): imported here to register them
-from webapp.metrics.models import MetricChunk, MetricPoint, MetricSeries  # noqa: F401
 
 
 class RunQuerySet(models.QuerySet):
@@ -474,23 +472,3 @@ class Rollout(models.Model):
         if with_text:
             data["text"] = self.text
         return data
-
-
-class RolloutText(models.Model):
-    """The words of one rollout's text, for the search's `q` (webapp/explorer/text_search.py): a table of
-    its own, filled behind ingestion, because an index on the rollout table itself slowed ingestion
-    fourfold. PostgreSQL keeps a tsvector under a GIN index, SQLite an FTS5 table; both are made by
-    migration runs/0009 (text_search.create), read and written by raw SQL only."""
-
-    rollout = models.OneToOneField(Rollout, primary_key=True, on_delete=models.DO_NOTHING, db_constraint=False,
-                                   related_name="+")  # PostgreSQL's table cascades itself; FTS5 has no keys
-    run = models.ForeignKey(Run, on_delete=models.DO_NOTHING, db_constraint=False, db_index=False, related_name="+")
-    document = models.TextField()
-
-
-class TextIndexMark(models.Model):
-    """How far a run's rollout texts are indexed: every rollout of the run with id <= through has its
-    RolloutText row; the ones after it are matched by reading their text."""
-
-    run = models.OneToOneField(Run, primary_key=True, on_delete=models.CASCADE, related_name="+")
-    through = models.BigIntegerField(default=0)

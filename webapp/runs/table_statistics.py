@@ -15,15 +15,19 @@ from django.db import DatabaseError, connection, transaction
 
 from webapp import bulk
 from webapp.metrics import series
-from webapp.runs.models import Group, Rollout, RolloutText, RunEvent, TextIndexMark
+from webapp.runs.models import Group, Rollout, RunEvent
 
 log = logging.getLogger(__name__)
 
-# (the text index is filled behind ingestion, webapp/explorer/text_search.py, and checked at the next ingest)
-TABLES = [*(model._meta.db_table for model in (Rollout, Group, RunEvent, RolloutText, TextIndexMark)), *series.TABLES]
+TABLES = [*(model._meta.db_table for model in (Rollout, Group, RunEvent)), *series.TABLES]
 CHECK_SECONDS = 30.0
 LOCK_TIMEOUT = "200ms"
 _last_check = float("-inf")
+
+
+def watch(*tables: str) -> None:
+    """Check these tables too: bulk-loaded by an app built on this one (the explorer's text index)."""
+    TABLES.extend(name for name in tables if name not in TABLES)
 
 
 def keep_statistics(force: bool = False) -> list[str]:
