@@ -17,7 +17,7 @@ from webapp.accounts.models import ApiToken
 from webapp.alerts.models import Alert, Webhook, WebhookDelivery
 from webapp.runs import lifecycle
 from webapp.runs.ingestion import ingest_events
-from webapp.runs.models import Run
+from webapp.runs.models import Run, RunLease
 
 pytestmark = pytest.mark.django_db
 
@@ -108,7 +108,8 @@ def test_a_run_the_lease_sweeper_ends_leaves_its_open_alerts_ended(run, django_c
     from django.utils import timezone
 
     alerts = collapse(run, django_capture_on_commit_callbacks)
-    Run.objects.filter(pk=run.pk).update(cancel_requested=True, heartbeat_at=timezone.now() - timedelta(hours=1))
+    Run.objects.filter(pk=run.pk).update(cancel_requested=True)
+    RunLease.objects.create(run=run, owner="host-a:1:abc", heartbeat_at=timezone.now() - timedelta(hours=1))
     assert lifecycle.reap_run(run.pk) == "cancelled"
     assert Alert.objects.get(pk=alerts["entropy_collapse"].pk).state == Alert.ENDED
 

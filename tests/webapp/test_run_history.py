@@ -10,7 +10,7 @@ from tests.factories import make_prompt_set, make_team
 from webapp.runs import lifecycle
 from webapp.runs.actions import cancel_run, launch_run, resume_run
 from webapp.runs.launch_request import LaunchRequest
-from webapp.runs.models import Run, RunTransition
+from webapp.runs.models import Run, RunLease, RunTransition
 
 pytestmark = pytest.mark.django_db
 
@@ -67,7 +67,7 @@ def test_each_row_keeps_the_state_before_the_change_too(user, settings):
     settings.RUN_AUTO_RESUMES = 1
     run = launched(user)
     lifecycle.claim(run.pk, owner="w1")
-    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    RunLease.objects.filter(run=run).update(heartbeat_at=timezone.now() - timedelta(hours=1))
     lifecycle.reap_run(run.pk)
     changes = [(t.previous_state, t.state, t.cause) for t in RunTransition.objects.filter(run=run).order_by("id")]
     assert changes == [("", "queued", "launched"), ("queued", "running", "claimed"),
@@ -88,7 +88,7 @@ def test_the_run_page_reads_running_to_queued_for_a_lease_that_expired(client, u
     settings.RUN_AUTO_RESUMES = 1
     run = launched(user)
     lifecycle.claim(run.pk, owner="w1")
-    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    RunLease.objects.filter(run=run).update(heartbeat_at=timezone.now() - timedelta(hours=1))
     lifecycle.reap_run(run.pk)
     client.force_login(user)
     page = client.get(f"/runs/{run.pk}/").content.decode()
@@ -100,13 +100,13 @@ def test_the_lease_sweeper_records_the_silent_worker_and_what_it_did(user, setti
     settings.RUN_AUTO_RESUMES = 1
     run = launched(user)
     lifecycle.claim(run.pk, owner="host-b:7:def")
-    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    RunLease.objects.filter(run=run).update(heartbeat_at=timezone.now() - timedelta(hours=1))
     assert lifecycle.reap_run(run.pk) == "resumed"
     cause, state, by, worker, message = history(run)[-1]
     assert (cause, state, by, worker) == ("lease_expired", "queued", None, "host-b:7:def")
     assert message.startswith("its worker stopped answering") and "automatic resume 1 of 1" in message
     lifecycle.claim(run.pk, owner="host-c:8:ghi")
-    Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(hours=1))
+    RunLease.objects.filter(run=run).update(heartbeat_at=timezone.now() - timedelta(hours=1))
     assert lifecycle.reap_run(run.pk) == "failed"
     assert history(run)[-1][:4] == ("lease_expired", "failed", None, "host-c:8:ghi")
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from tests.factories import make_prompt_set
 from webapp.runs import lifecycle
-from webapp.runs.models import Run
+from webapp.runs.models import Run, RunLease
 
 pytestmark = pytest.mark.django_db
 
@@ -34,10 +34,15 @@ def sent_runs(queue) -> list[int]:
 
 def running_run(user, queue, heartbeat_age=120, state=Run.RUNNING, **fields):
     now = timezone.now()
-    return Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(user), max_steps=10,
-                              created_by=user, queue=queue, state=state, supervisor="host-a:1:abc",
-                              started_at=now - timedelta(seconds=heartbeat_age + 5),
-                              heartbeat_at=now - timedelta(seconds=heartbeat_age), **fields)
+    run = Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(user), max_steps=10,
+                             created_by=user, queue=queue, state=state,
+                             started_at=now - timedelta(seconds=heartbeat_age + 5), **fields)
+    RunLease.objects.create(run=run, owner="host-a:1:abc", heartbeat_at=now - timedelta(seconds=heartbeat_age))
+    return run
+
+
+def holder(run) -> str:
+    return RunLease.objects.filter(run=run).values_list("owner", flat=True).first() or ""
 
 
 def test_a_run_whose_supervisor_went_silent_is_queued_to_resume_and_sent_again(user, queue,
@@ -47,7 +52,7 @@ def test_a_run_whose_supervisor_went_silent_is_queued_to_resume_and_sent_again(u
         outcome = lifecycle.reap()
     run.refresh_from_db()
     assert outcome["resumed"] == [run.pk]
-    assert (run.state, run.resume_requested, run.auto_resumes, run.supervisor) == (Run.QUEUED, True, 1, "")
+    assert (run.state, run.resume_requested, run.auto_resumes, holder(run)) == (Run.QUEUED, True, 1, "")
     assert "its worker stopped answering" in run.message and "automatic resume 1 of 3" in run.message
     assert sent_runs(queue) == [run.pk]
 
@@ -56,7 +61,7 @@ def test_a_run_with_a_fresh_heartbeat_is_left_alone(user, queue):
     run = running_run(user, queue, heartbeat_age=settings.RUN_LEASE_SECONDS / 2)
     assert lifecycle.reap()["resumed"] == []
     run.refresh_from_db()
-    assert run.state == Run.RUNNING and run.supervisor == "host-a:1:abc"
+    assert run.state == Run.RUNNING and holder(run) == "host-a:1:abc"
 
 
 def test_after_its_automatic_resumes_a_silent_run_fails_saying_why(user, queue):
@@ -89,8 +94,8 @@ def test_a_supervisor_that_lost_its_lease_can_neither_heartbeat_nor_finish_the_r
     run.refresh_from_db()
     assert run.state == Run.QUEUED
 
-    claimed = lifecycle.claim(run.pk, "host-b:2:def")
-    assert claimed.supervisor == "host-b:2:def" and lifecycle.heartbeat(run.pk, "host-b:2:def")
+    lifecycle.claim(run.pk, "host-b:2:def")
+    assert holder(run) == "host-b:2:def" and lifecycle.heartbeat(run.pk, "host-b:2:def")
     assert not lifecycle.heartbeat(run.pk, "host-a:1:abc")
 
 

@@ -35,7 +35,7 @@ time.sleep(60)
 def run(user, settings, tmp_path):
     settings.RUNS_DIR = tmp_path / "runs"
     run = Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(user), max_steps=1, created_by=user,
-                             state=Run.RUNNING, supervisor="me")
+                             state=Run.RUNNING)
     run.run_dir.mkdir(parents=True)
     return run
 

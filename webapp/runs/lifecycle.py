@@ -7,8 +7,8 @@ tells the run's watchers (`status` on ws/runs/{id}/, carrying the history's new 
 Action functions (actions.py) validate what a user asks for and call these; the supervisor
 (workers/) calls them for what the trainer does, and the periodic `reap_runs` task calls `reap`.
 
-The lease: a supervisor claims a run under its own name (`owner`) and heartbeats it; every later
-write of the run by that supervisor names the owner too, so a supervisor that lost its lease (its
+The lease (RunLease, a row of its own): a supervisor claims a run under its own name (`owner`) and heartbeats
+it; every later write of the run by that supervisor names the owner too (`_held`), so a supervisor that lost its lease (its
 run re-queued and perhaps claimed by another) changes nothing. A running run silent for
 RUN_LEASE_SECONDS has lost its supervisor (a worker killed, its host gone): `reap` re-queues it
 with resume, at most RUN_AUTO_RESUMES times, then fails it; a cancel request on it ends it
@@ -30,7 +30,7 @@ from webapp.alerts import engine as alerts
 from webapp.live import push_on_commit
 from webapp.tasks import TRAIN_RUN, send_on_commit
 
-from .models import Run, RunTransition
+from .models import Run, RunLease, RunTransition
 from .queries import run_last_event_time
 
 log = logging.getLogger(__name__)
@@ -115,9 +115,9 @@ def claim(run_id: int, owner: str = "", state: str = Run.RUNNING) -> Run | None:
             claimed = Run.objects.filter(CLAIMABLE, pk=candidate, state=Run.QUEUED).update(
                 # started_at: when a worker first took it, kept through resumes (the page shows one start)
                 state=state, started_at=Coalesce("started_at", Value(now)), finished_at=None, exit_code=None, message="",
-                supervisor=owner, heartbeat_at=now,
             )
             if claimed:
+                RunLease.objects.update_or_create(run_id=candidate, defaults={"owner": owner, "heartbeat_at": now})
                 announce(candidate, RunTransition.CLAIMED, worker=owner)
         if claimed:  # another worker may have taken it first: then the next in turn
             return Run.objects.select_related("prompt_set", "eval_prompt_set").get(pk=candidate)
@@ -169,10 +169,11 @@ def requeue_for_resume(run: Run, by, message: str = "") -> None:
     with transaction.atomic():
         Run.objects.filter(pk=run.pk).update(
             state=Run.QUEUED, resume_requested=True, cancel_requested=False, finished_at=None, message=message,
-            exit_code=None, supervisor="", heartbeat_at=None, auto_resumes=0,
+            exit_code=None, auto_resumes=0,
             # its cluster engine's job ended with the run: a resume submits a new one (DESIGN §4.9)
             engine_job_id="", engine_reason="",
         )
+        _release(run.pk)
         announce(run.pk, RunTransition.RESUME_REQUESTED, by=by)
         dispatch(run)
     run.refresh_from_db()
@@ -194,8 +195,18 @@ def report_running(run: Run, by, started_at=None) -> None:
 def heartbeat(run_id: int, owner: str) -> bool:
     """The supervisor still holds the run; False when it has lost the lease (re-queued, cancelled by
     `reap`, or claimed by another supervisor): the caller must stop its trainer and write nothing more."""
-    return bool(Run.objects.filter(pk=run_id, state__in=Run.SUPERVISED, supervisor=owner)
+    return bool(RunLease.objects.filter(run_id=run_id, owner=owner, run__state__in=Run.SUPERVISED)
                 .update(heartbeat_at=timezone.now()))
+
+
+def _held(run_id: int, owner: str):
+    """The run, as a query to update, while `owner`'s supervisor holds it; empty once it has lost the lease."""
+    return Run.objects.filter(pk=run_id, state__in=Run.SUPERVISED, lease__owner=owner)
+
+
+def _release(run_id: int) -> None:
+    """No supervisor holds the run any more (it ended, was handed back or re-queued)."""
+    RunLease.objects.filter(run_id=run_id).delete()
 
 
 def engine_job(run: Run, owner: str, engine: str, job_id: str, attempt: int | None = None) -> bool:
@@ -204,7 +215,7 @@ def engine_job(run: Run, owner: str, engine: str, job_id: str, attempt: int | No
     fields = {"engine": engine, "engine_job_id": job_id}
     if attempt is not None:
         fields["engine_attempt"] = attempt
-    return bool(Run.objects.filter(pk=run.pk, state__in=Run.SUPERVISED, supervisor=owner).update(**fields))
+    return bool(_held(run.pk, owner).update(**fields))
 
 
 def engine_state(run: Run, owner: str, state: str, reason: str = "", log_tail: str | None = None) -> bool:
@@ -214,7 +225,7 @@ def engine_state(run: Run, owner: str, state: str, reason: str = "", log_tail: s
     if log_tail is not None:
         fields["engine_log_tail"] = log_tail
     with transaction.atomic():
-        current = Run.objects.filter(pk=run.pk, state__in=Run.SUPERVISED, supervisor=owner).values_list(
+        current = _held(run.pk, owner).values_list(
             "state", "engine_reason", "engine_log_tail").first()
         if current is None:
             return False
@@ -233,9 +244,9 @@ def hand_back(run: Run, owner: str, message: str) -> bool:
     """The worker is shutting down and the trainer has checkpointed: the run is queued to resume on
     the next worker instead of ending (nobody cancelled it)."""
     with transaction.atomic():
-        handed = Run.objects.filter(pk=run.pk, state__in=Run.SUPERVISED, supervisor=owner).update(
-            state=Run.QUEUED, resume_requested=True, message=message, supervisor="", heartbeat_at=None)
+        handed = _held(run.pk, owner).update(state=Run.QUEUED, resume_requested=True, message=message)
         if handed:
+            _release(run.pk)
             announce(run.pk, RunTransition.HANDED_BACK, worker=owner)
             dispatch(run)
     return bool(handed)
@@ -249,7 +260,7 @@ def finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tai
     with transaction.atomic():
         rows = Run.objects.filter(pk=run.pk)
         if owner is not None:
-            rows = rows.filter(state__in=Run.SUPERVISED, supervisor=owner)
+            rows = _held(run.pk, owner)
         finished = rows.update(
             state=state,
             message=message,
@@ -257,11 +268,10 @@ def finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tai
             stderr_tail=stderr_tail,
             finished_at=finished_at or timezone.now(),
             cancel_requested=False,
-            supervisor="",
-            heartbeat_at=None,
         )
         if not finished:
             return False
+        _release(run.pk)
         announce(run.pk, RunTransition.FINISHED, worker=owner or "")
         run.refresh_from_db()
         if state == Run.FAILED:
@@ -274,7 +284,7 @@ def finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tai
 def _lease_expired(now) -> Q:
     # a run claimed before leases existed has no heartbeat: its start time stands in
     cutoff = now - timedelta(seconds=settings.RUN_LEASE_SECONDS)
-    return Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True, started_at__lt=cutoff)
+    return Q(lease__heartbeat_at__lt=cutoff) | Q(lease__isnull=True, started_at__lt=cutoff)
 
 
 def reap(now=None) -> dict:
@@ -306,12 +316,17 @@ def reap_run(run_id: int, now=None) -> str | None:
     """End or re-queue one running run whose lease has expired; None if it has not (or is not running)."""
     now = now or timezone.now()
     with transaction.atomic():
-        run = Run.objects.select_for_update().filter(_lease_expired(now), pk=run_id, state__in=Run.SUPERVISED,
-                                                     source=Run.EVOLAB).first()
+        # `of`: the run's row alone (PostgreSQL locks no row of the nullable side of the lease's outer join)
+        run = Run.objects.select_for_update(of=("self",)).filter(
+            _lease_expired(now), pk=run_id, state__in=Run.SUPERVISED, source=Run.EVOLAB).first()
         if run is None:
             return None
-        silent = f"its worker stopped answering (last heartbeat {_when(run.heartbeat_at or run.started_at)})"
-        worker, run.supervisor, run.heartbeat_at = run.supervisor, "", None
+        lease = RunLease.objects.filter(run_id=run.pk).first()
+        if lease is not None and lease.heartbeat_at >= now - timedelta(seconds=settings.RUN_LEASE_SECONDS):
+            return None  # claimed while this waited for the run's row: the lock's re-check sees the run, not its lease
+        silent = f"its worker stopped answering (last heartbeat {_when(lease.heartbeat_at if lease else run.started_at)})"
+        worker = lease.owner if lease else ""
+        _release(run.pk)
         if run.engine_job_id and run.engine != "local":
             # its cluster engine's job trains on without the worker (DESIGN §4.9): the next worker re-attaches to
             # it (and stops it, when the run was cancelled meanwhile); nothing is resumed, no resume is counted
@@ -330,8 +345,8 @@ def reap_run(run_id: int, now=None) -> str | None:
                            f"is healthy")
         if run.state != Run.QUEUED:
             run.finished_at, run.cancel_requested = now, False
-        run.save(update_fields=["state", "message", "supervisor", "heartbeat_at", "auto_resumes",
-                                "resume_requested", "finished_at", "cancel_requested"])
+        run.save(update_fields=["state", "message", "auto_resumes", "resume_requested", "finished_at",
+                                "cancel_requested"])
         announce(run.pk, RunTransition.LEASE_EXPIRED, worker=worker)
         if outcome in ("resumed", "reattached"):
             dispatch(run)

@@ -96,10 +96,6 @@ class Run(models.Model):
     last_step = models.IntegerField(null=True, blank=True)
     # Steps below this are kept as MetricChunk rows, steps from it on as MetricPoint rows (webapp/metrics/series.py).
     series_closed_until = models.IntegerField(default=0)
-    # The lease (webapp/runs/lifecycle.py): who supervises the running run ("host:pid:token") and when
-    # it last said so; a run whose heartbeat is older than RUN_LEASE_SECONDS has lost its supervisor.
-    supervisor = models.CharField(max_length=200, blank=True)
-    heartbeat_at = models.DateTimeField(null=True, blank=True)
     # Times the run was re-queued with resume after losing its supervisor (bounded by RUN_AUTO_RESUMES).
     auto_resumes = models.PositiveSmallIntegerField(default=0)
     # When its train task was last sent: a queued run whose message was lost is sent again.
@@ -279,6 +275,16 @@ class Run(models.Model):
             "notes": self.notes,
             "archived": self.archived_at is not None,
         }
+
+
+class RunLease(models.Model):
+    """The lease on a run a worker supervises (webapp/runs/lifecycle.py): whose supervisor holds it
+    ("host:pid:token") and when it last said so. A row while a supervisor holds the run (pending or running), none
+    otherwise; a run whose heartbeat is older than RUN_LEASE_SECONDS has lost its supervisor."""
+
+    run = models.OneToOneField(Run, primary_key=True, on_delete=models.CASCADE, related_name="lease")
+    owner = models.CharField(max_length=200)
+    heartbeat_at = models.DateTimeField()
 
 
 class RunTransition(models.Model):
