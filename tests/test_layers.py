@@ -4,6 +4,8 @@ those inside functions included, so none can hide a dependency by moving into a 
 import ast
 from pathlib import Path
 
+from tests.source_scan import findings
+
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("rl", "webapp", "workers")
 
@@ -153,3 +155,12 @@ def test_the_text_index_rows_are_the_explorers_alone():
     direct = sorted(module for module, names in graph.items() if "webapp.explorer.models" in names
                     and not module.startswith("webapp.explorer"))
     assert direct == []
+
+
+def test_the_lease_and_the_engines_job_are_written_by_the_lifecycle_alone():
+    # RunLease and EngineJob left the Run for tables of their own (runs/0023, runs/0024); the pages read them through
+    # the run (`run.job`, `engine_json`), and every write is webapp/runs/lifecycle.py's, under the run's row lock
+    def naming(path):
+        return sorted({name for name in ("RunLease", "EngineJob") if name in path.read_text(encoding="utf-8")})
+
+    assert findings(naming, skip={"webapp/runs/models.py", "webapp/runs/lifecycle.py"}) == {}

@@ -52,7 +52,7 @@ def supervise(run_id: int) -> str | None:
         return None
     try:
         # a job an engine runs already is watched with that engine, whatever this worker would submit to
-        engine = engines.engine_named(run.engine) if run.engine_job_id else engines.configured()
+        engine = engines.engine_named(run.job.engine) if run.job and run.job.job_id else engines.configured()
     except EngineError as exc:
         lifecycle.finish(run, Run.FAILED, str(exc), None, "", owner=owner)
         return Run.FAILED
@@ -96,20 +96,21 @@ def supervise_job(run: Run, owner: str, engine: Engine) -> str | None:
 def _job_of(run: Run, owner: str, engine: Engine, resume: bool) -> tuple[str, JobSpec] | None:
     """The job the run has in this engine and the engine still knows (a re-attach: its log is read to the end),
     else a new one; None for a cancelled run whose job the engine no longer knows (nothing to stop)."""
-    known = run.engine_job_id if run.engine == engine.name else ""
-    if not known and run.engine == engine.name and run.engine_attempt:
-        known = engine.find(job_name(run, run.engine_attempt)) or ""  # submitted, not recorded: its worker died
+    job = run.job if run.job is not None and run.job.engine == engine.name else None
+    known = job.job_id if job else ""
+    if not known and job and job.attempt:
+        known = engine.find(job_name(run, job.attempt)) or ""  # submitted, not recorded: its worker died
     if known and engine.state(known).phase != "unknown":
         lifecycle.engine_job(run, owner, engine.name, known)
         log.info("run %s: re-attached to %s job %s", run.pk, engine.title, known)
-        return known, job_spec(run, owner, run.engine_attempt, resume)
+        return known, job_spec(run, owner, job.attempt, resume)
     if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
         return None
     # a new job: a run that trained before resumes from its checkpoint
     resume = resume or RunEvent.objects.filter(run=run).exists()
     if not resume:
         set_aside_stale_run_dir(run)
-    attempt = run.engine_attempt + 1
+    attempt = (run.job.attempt if run.job else 0) + 1
     lifecycle.engine_job(run, owner, engine.name, "", attempt)  # the name is known before the job exists
     spec = job_spec(run, owner, attempt, resume)
     spec.config_path = prepare_run_dir(run)
@@ -189,7 +190,7 @@ def _watch(run: Run, owner: str, engine: Engine, job_id: str, spec: JobSpec) -> 
         if until_stored(lifecycle.hand_back, run, owner, shut_down):
             log.info("run %s handed back to the queue (worker shutting down)", run.pk)
             return Run.QUEUED
-    Run.objects.filter(pk=run.pk).update(engine_reason=state.reason[:500], engine_log_tail=log_tail)
+    lifecycle.job_ended(run, state.reason, log_tail)
     until_stored(lifecycle.finish, run, final, message, state.exit_code, log_tail if final == Run.FAILED else "", owner)
     log.info("run %s ended %s (%s job %s: %s)", run.pk, final, engine.name, job_id, state.end or state.phase)
     return final

@@ -141,10 +141,10 @@ def launch_small_run(stack, user, name, max_steps, **extra) -> int:
 def kill_the_worker_mid_run(stack, run_id: int) -> str:
     """Once the run has trained a step, SIGKILL the training worker of `stack` (an EngineStack), as a machine lost
     mid-run, and wait for the lease check to queue the run again, saying why. Returns the run's engine job id."""
-    from webapp.runs.models import Run
+    from webapp.runs.models import EngineJob
 
     stack.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 1, timeout=180, what="step 1")
-    job_id = Run.objects.get(pk=run_id).engine_job_id
+    job_id = EngineJob.objects.get(run_id=run_id).job_id
     os.kill(stack.worker.pid, signal.SIGKILL)
     stack.worker.wait()
     requeued = stack.api.wait_for(run_id, lambda r: r["state"] == "queued", timeout=30, what="the lease check")

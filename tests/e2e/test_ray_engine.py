@@ -9,7 +9,7 @@ import pytest
 
 from tests.e2e.helpers import (DONE, assert_each_event_stored_once, assert_only_loopback, kill_the_worker_mid_run,
                                launch_small_run, metric_steps, start_a_worker_that_re_attaches, statuses_of)
-from webapp.runs.models import Rollout, Run, RunEvent
+from webapp.runs.models import EngineJob, Rollout, RunEvent
 from workers.engines.base import TERMINAL_CODES
 
 pytestmark = pytest.mark.e2e
@@ -77,7 +77,7 @@ def test_a_killed_worker_leaves_the_ray_job_training_and_the_next_worker_re_atta
     start_a_worker_that_re_attaches(ray, run_id, max_steps=steps)
     run = ray.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=240)
     assert run["state"] == "succeeded" and run["last_step"] == steps, run
-    assert run["engine"]["job_id"] == job_id and Run.objects.get(pk=run_id).engine_attempt == 1  # one job, never two
+    assert run["engine"]["job_id"] == job_id and EngineJob.objects.get(run_id=run_id).attempt == 1  # one job, never two
     assert [state for state, _ in statuses_of(run_id)] == ["running", "succeeded"]  # trained once, no resume
     assert metric_steps(run_id) == list(range(1, steps + 1))
     assert_each_event_stored_once(run_id)
@@ -93,7 +93,7 @@ def test_a_run_cancelled_while_its_worker_is_gone_has_its_job_stopped_by_the_nex
     ray.start_worker()
     run = ray.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=120)
     assert run["state"] == "cancelled" and ray_cluster.job(job_id)["status"] == "STOPPED", run
-    assert Run.objects.get(pk=run_id).engine_attempt == 1  # stopped, never submitted again
+    assert EngineJob.objects.get(run_id=run_id).attempt == 1  # stopped, never submitted again
     assert RunEvent.objects.filter(run_id=run_id, type="checkpoint").exists()
 
 

@@ -15,7 +15,7 @@ from tests.e2e.helpers import (DONE, SMALL_TTRL, assert_each_event_stored_once, 
 from tests.factories import make_prompt_set
 from tests.waiting import wait_until
 from webapp.runs.model_names import ModelNameError
-from webapp.runs.models import Run, RunEvent
+from webapp.runs.models import EngineJob, Run, RunEvent
 from workers.engines.base import JobSpec
 from workers.engines.slurm import SlurmCli
 
@@ -154,7 +154,7 @@ def test_a_run_the_cluster_cannot_hold_waits_pending_with_slurms_reason_and_canc
 def test_a_cancelled_run_stops_its_job_which_checkpoints(slurm, slurm_cluster, live_user):
     run_id = launch_small_run(slurm, live_user, "slurm-cancel", max_steps=40)
     slurm.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 1, timeout=180, what="step 1")
-    job_id = Run.objects.get(pk=run_id).engine_job_id
+    job_id = EngineJob.objects.get(run_id=run_id).job_id
     slurm.api.post(f"/runs/{run_id}/cancel")
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=120)
     assert run["state"] == "cancelled" and run["last_step"] < 40, run
@@ -172,7 +172,7 @@ def test_a_killed_worker_leaves_the_job_training_and_the_next_worker_re_attaches
     start_a_worker_that_re_attaches(slurm, run_id, max_steps=steps)
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=240)
     assert run["state"] == "succeeded" and run["last_step"] == steps, run
-    assert run["engine"]["job_id"] == job_id and Run.objects.get(pk=run_id).engine_attempt == 1  # one job, never two
+    assert run["engine"]["job_id"] == job_id and EngineJob.objects.get(run_id=run_id).attempt == 1  # one job, never two
     assert [state for state, _ in statuses_of(run_id)] == ["running", "succeeded"]  # trained once, no restart, no resume
     assert metric_steps(run_id) == list(range(1, steps + 1))
     assert_each_event_stored_once(run_id)
@@ -183,7 +183,7 @@ def test_a_job_slurm_requeues_resumes_from_its_checkpoint(slurm, slurm_cluster, 
     run_id = launch_small_run(slurm, live_user, "slurm-requeued", max_steps=12,
                               hyperparameters={**SMALL_TTRL, "save_every": 1})
     slurm.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 2, timeout=180, what="step 2")
-    job_id = Run.objects.get(pk=run_id).engine_job_id
+    job_id = EngineJob.objects.get(run_id=run_id).job_id
     assert slurm_cluster.run("scontrol", "requeue", job_id).returncode == 0  # as a preemption with requeue does
     # a requeued job may start again only after a delay: once it is back in the queue, make it eligible now
 
@@ -200,14 +200,14 @@ def test_a_job_slurm_requeues_resumes_from_its_checkpoint(slurm, slurm_cluster, 
     running = [message for state, message in statuses_of(run_id) if state == "running"]
     assert len(running) == 2 and running[1].startswith("resumed from checkpoints/"), running
     assert ", restart 1, --resume" in (Path(Run.objects.get(pk=run_id).run_dir) / "engine.log").read_text()
-    assert Run.objects.get(pk=run_id).engine_job_id == job_id  # Slurm ran the same job again
+    assert EngineJob.objects.get(run_id=run_id).job_id == job_id  # Slurm ran the same job again
     assert_each_event_stored_once(run_id)
 
 
 def test_a_job_that_reaches_its_time_limit_fails_the_run_saying_so(slurm, slurm_cluster, live_user):
     run_id = launch_small_run(slurm, live_user, "slurm-time-limit", max_steps=1000)  # stopped long before
     slurm.api.wait_for(run_id, lambda r: (r["last_step"] or 0) >= 1, timeout=180, what="step 1")
-    job_id = Run.objects.get(pk=run_id).engine_job_id
+    job_id = EngineJob.objects.get(run_id=run_id).job_id
     # the limit Slurm enforces, shortened to now: SIGTERM, then SIGKILL after KillWait
     assert slurm_cluster.run("scontrol", "update", f"JobId={job_id}", "TimeLimit=0").returncode == 0
     run = slurm.api.wait_for(run_id, lambda r: r["state"] in DONE, timeout=120)
@@ -253,7 +253,7 @@ def test_a_run_launched_from_the_browser_trains_as_a_slurm_job_whose_page_shows_
     assert page.text_content("#engine-title") == "Slurm"
     page.wait_for_function("document.getElementById('run-state').textContent === 'succeeded'", timeout=240_000)
     run = Run.objects.get(name="from-the-browser")
-    assert page.text_content("#engine-job-id") == run.engine_job_id
+    assert page.text_content("#engine-job-id") == run.job.job_id
     page.wait_for_function("document.getElementById('engine-log-tail').textContent.includes('evolab: evolab-run-')")
     assert "#SBATCH --time=30" in (Path(run.run_dir) / f"evolab-run-{run.pk}-1.sbatch").read_text()
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from tests.factories import make_prompt_set
 from webapp.runs import lifecycle
-from webapp.runs.models import Run, RunLease
+from webapp.runs.models import EngineJob, Run, RunLease
 
 pytestmark = pytest.mark.django_db
 
@@ -32,12 +32,14 @@ def sent_runs(queue) -> list[int]:
     return [json.loads(base64.b64decode(json.loads(m)["body"]))[0][0] for m in reversed(messages)]
 
 
-def running_run(user, queue, heartbeat_age=120, state=Run.RUNNING, **fields):
+def running_run(user, queue, heartbeat_age=120, state=Run.RUNNING, job=None, **fields):
     now = timezone.now()
     run = Run.objects.create(name="r", method="ttrl", prompt_set=make_prompt_set(user), max_steps=10,
                              created_by=user, queue=queue, state=state,
                              started_at=now - timedelta(seconds=heartbeat_age + 5), **fields)
     RunLease.objects.create(run=run, owner="host-a:1:abc", heartbeat_at=now - timedelta(seconds=heartbeat_age))
+    if job is not None:
+        EngineJob.objects.create(run=run, **job)
     return run
 
 
@@ -115,19 +117,19 @@ def test_a_queued_run_whose_message_may_be_lost_is_sent_again(user, queue, djang
 def test_a_run_whose_cluster_job_trains_on_is_queued_for_the_next_worker_to_re_attach(
         user, queue, settings, django_capture_on_commit_callbacks):
     settings.RUN_AUTO_RESUMES = 0  # re-attaching resumes nothing, so it is never refused for want of resumes
-    run = running_run(user, queue, state=Run.PENDING, engine="slurm", engine_job_id="4242", engine_attempt=1)
+    run = running_run(user, queue, state=Run.PENDING, job={"engine": "slurm", "job_id": "4242", "attempt": 1})
     with django_capture_on_commit_callbacks(execute=True):
         outcome = lifecycle.reap()
     run.refresh_from_db()
     assert outcome["reattached"] == [run.pk] and sent_runs(queue) == [run.pk]
-    assert (run.state, run.auto_resumes, run.engine_job_id, run.resume_requested) == (Run.QUEUED, 0, "4242", False)
+    assert (run.state, run.auto_resumes, run.job.job_id, run.resume_requested) == (Run.QUEUED, 0, "4242", False)
     assert run.message.endswith("the next worker watches its Slurm job 4242")
 
 
 def test_a_cancel_of_a_run_whose_worker_is_gone_leaves_its_cluster_job_to_the_next_worker_to_stop(user, queue):
     from webapp.runs.actions import cancel_run
 
-    run = running_run(user, queue, engine="ray", engine_job_id="evolab-run-1-1", engine_attempt=1)
+    run = running_run(user, queue, job={"engine": "ray", "job_id": "evolab-run-1-1", "attempt": 1})
     cancelled = cancel_run(run, user)
     assert (cancelled.state, cancelled.cancel_requested) == (Run.QUEUED, True)
     # claimable despite the cancel, so a worker stops the job; a run without a job is simply cancelled

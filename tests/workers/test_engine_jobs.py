@@ -5,7 +5,7 @@ import pytest
 
 from tests.factories import make_prompt_set
 from webapp.runs.ingestion import ingest_events
-from webapp.runs.models import Run
+from webapp.runs.models import EngineJob, Run
 from workers import engines
 from workers.engines import Engine, EngineError, JobState
 from workers.engines.base import file_tail
@@ -63,7 +63,7 @@ def test_a_stored_run_whose_slurm_options_are_refused_now_fails_before_its_job_i
     run.refresh_from_db()
     assert run.message == ("Slurm would not take the run: engine_options.sbatch: sbatch option --outp is Slurm's "
                            "--output, which Evolab sets itself"), run.message
-    assert not run.engine_job_id and not list(tmp_path.rglob("*.sbatch"))
+    assert not run.job.job_id and not list(tmp_path.rglob("*.sbatch"))
 
 
 @pytest.mark.parametrize("end, reason, expected", [
@@ -126,7 +126,8 @@ def test_a_jobs_log_tail_is_plain_text_and_its_end(tmp_path):
 def test_a_resumed_run_forgets_its_ended_job_so_that_a_new_one_is_submitted(user):
     from webapp.runs import lifecycle
 
-    run = make_run(user, state=Run.FAILED, engine="slurm", engine_job_id="17", engine_attempt=1,
-                   engine_reason="TimeLimit")
+    run = make_run(user, state=Run.FAILED)
+    EngineJob.objects.create(run=run, engine="slurm", job_id="17", attempt=1, reason="TimeLimit")
     lifecycle.requeue_for_resume(run, by=run.created_by)
-    assert (run.state, run.engine_job_id, run.engine_reason, run.engine_attempt) == (Run.QUEUED, "", "", 1)
+    job = EngineJob.objects.get(run=run)
+    assert (run.state, job.job_id, job.reason, job.attempt) == (Run.QUEUED, "", "", 1)

@@ -8,8 +8,8 @@ Action functions (actions.py) validate what a user asks for and call these; the 
 (workers/) calls them for what the trainer does, and the periodic `reap_runs` task calls `reap`.
 
 The lease (RunLease, a row of its own): a supervisor claims a run under its own name (`owner`) and heartbeats
-it; every later write of the run by that supervisor names the owner too (`_held`), so a supervisor that lost its lease (its
-run re-queued and perhaps claimed by another) changes nothing. A running run silent for
+it; every later write of the run by that supervisor names the owner too (`_hold`), so a supervisor that lost
+its lease (its run re-queued and perhaps claimed by another) changes nothing. A running run silent for
 RUN_LEASE_SECONDS has lost its supervisor (a worker killed, its host gone): `reap` re-queues it
 with resume, at most RUN_AUTO_RESUMES times, then fails it; a cancel request on it ends it
 `cancelled`. Its orphaned trainer, if still alive, stops itself when its supervisor's process is
@@ -30,7 +30,7 @@ from webapp.alerts import engine as alerts
 from webapp.live import push_on_commit
 from webapp.tasks import TRAIN_RUN, send_on_commit
 
-from .models import Run, RunLease, RunTransition
+from .models import EngineJob, Run, RunLease, RunTransition
 from .queries import run_last_event_time
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ def run_message(run: Run) -> dict:
         "last_step": run.last_step,
         "total_steps": run.total_steps,
         **run.clock_json(),
-        "engine_reason": run.engine_reason,
+        "engine_reason": run.job.reason if run.job else "",
         # an open run list drops (or, showing archived runs, takes) a row whose run was archived or brought back
         "archived": run.archived_at is not None,
     }
@@ -57,7 +57,7 @@ def announce(run_id: int, cause: str | None = None, by=None, worker: str = "") -
     """The run's new state, recorded in its history as caused by `cause` (None: nothing the history keeps,
     a renamed run or a new reason from its engine), and after commit told to its page and its team (the one
     place both are told)."""
-    run = Run.objects.get(pk=run_id)
+    run = Run.objects.select_related("engine_job").get(pk=run_id)
     # recorded first: the row's training time counts the change it records
     transition = RunTransition.record(run, cause, by, worker).to_json() if cause is not None else None
     row = run_message(run)
@@ -66,7 +66,7 @@ def announce(run_id: int, cause: str | None = None, by=None, worker: str = "") -
     status = {**row, "type": "status"}
     if transition is not None:
         status["transition"] = transition
-    if run.engine and run.engine != "local":
+    if run.job is not None and run.job.engine != "local":
         status["engine"] = run.engine_json()
     push_on_commit(run_id=run.pk, messages=[status])
     push_on_commit(team_id=run.team_id, messages=[row])
@@ -111,20 +111,29 @@ def claim(run_id: int, owner: str = "", state: str = Run.RUNNING) -> Run | None:
         return None
     for candidate in turn_order(run_id):
         with transaction.atomic():
-            now = timezone.now()
-            claimed = Run.objects.filter(CLAIMABLE, pk=candidate, state=Run.QUEUED).update(
-                # started_at: when a worker first took it, kept through resumes (the page shows one start)
-                state=state, started_at=Coalesce("started_at", Value(now)), finished_at=None, exit_code=None, message="",
-            )
+            # the run's row locked first, then checked: another worker's claim waits here and then finds it taken
+            queued = Run.objects.select_for_update().filter(pk=candidate, state=Run.QUEUED).values_list(
+                "cancel_requested", flat=True).first()
+            claimed = queued is not None and (not queued or EngineJob.objects.filter(HAS_JOB_ID, run_id=candidate)
+                                              .exists())
             if claimed:
+                now = timezone.now()
+                Run.objects.filter(pk=candidate).update(
+                    # started_at: when a worker first took it, kept through resumes (the page shows one start)
+                    state=state, started_at=Coalesce("started_at", Value(now)), finished_at=None, exit_code=None,
+                    message="")
                 RunLease.objects.update_or_create(run_id=candidate, defaults={"owner": owner, "heartbeat_at": now})
                 announce(candidate, RunTransition.CLAIMED, worker=owner)
         if claimed:  # another worker may have taken it first: then the next in turn
-            return Run.objects.select_related("prompt_set", "eval_prompt_set").get(pk=candidate)
+            return Run.objects.select_related("prompt_set", "eval_prompt_set", "engine_job").get(pk=candidate)
     return None
 
 
-CLAIMABLE = Q(cancel_requested=False) | ~Q(engine_job_id="")
+# A cancelled run is claimed while it has a cluster's job to stop. (Read only: an UPDATE filtered across tables is
+# one on a subquery, whose rows PostgreSQL does not check again after waiting for a lock; writes lock, then check.)
+HAS_JOB_ID = ~Q(job_id="")
+HAS_JOB = Q(engine_job__job_id__gt="")
+CLAIMABLE = Q(cancel_requested=False) | HAS_JOB
 
 
 def turn_order(run_id: int) -> list[int]:
@@ -154,14 +163,15 @@ def end_cancelled_before_start(run_id: int) -> bool:
     the next worker to take it stops the job (DESIGN §4.9)."""
     with transaction.atomic():
         rows = Run.objects.filter(pk=run_id, state=Run.QUEUED, cancel_requested=True)
-        ended = rows.filter(engine_job_id="").update(
-            state=Run.CANCELLED, finished_at=timezone.now(), message="cancelled before it started"
-        )
-        if ended:
-            announce(run_id, RunTransition.CANCELLED_BEFORE_START)
-        elif rows.update(message="cancel requested: the next worker to take the run stops its job"):
+        if rows.select_for_update().values_list("pk", flat=True).first() is None:
+            return False
+        if EngineJob.objects.filter(HAS_JOB_ID, run_id=run_id).exists():
+            rows.update(message="cancel requested: the next worker to take the run stops its job")
             announce(run_id)
-    return bool(ended)
+            return False
+        rows.update(state=Run.CANCELLED, finished_at=timezone.now(), message="cancelled before it started")
+        announce(run_id, RunTransition.CANCELLED_BEFORE_START)
+    return True
 
 
 def requeue_for_resume(run: Run, by, message: str = "") -> None:
@@ -170,9 +180,9 @@ def requeue_for_resume(run: Run, by, message: str = "") -> None:
         Run.objects.filter(pk=run.pk).update(
             state=Run.QUEUED, resume_requested=True, cancel_requested=False, finished_at=None, message=message,
             exit_code=None, auto_resumes=0,
-            # its cluster engine's job ended with the run: a resume submits a new one (DESIGN §4.9)
-            engine_job_id="", engine_reason="",
         )
+        # its cluster engine's job ended with the run: a resume submits a new one (DESIGN §4.9)
+        EngineJob.objects.filter(run_id=run.pk).update(job_id="", reason="")
         _release(run.pk)
         announce(run.pk, RunTransition.RESUME_REQUESTED, by=by)
         dispatch(run)
@@ -195,13 +205,19 @@ def report_running(run: Run, by, started_at=None) -> None:
 def heartbeat(run_id: int, owner: str) -> bool:
     """The supervisor still holds the run; False when it has lost the lease (re-queued, cancelled by
     `reap`, or claimed by another supervisor): the caller must stop its trainer and write nothing more."""
-    return bool(RunLease.objects.filter(run_id=run_id, owner=owner, run__state__in=Run.SUPERVISED)
-                .update(heartbeat_at=timezone.now()))
+    # a lease row exists only while its run is supervised (every way out of pending and running releases it)
+    return bool(RunLease.objects.filter(run_id=run_id, owner=owner).update(heartbeat_at=timezone.now()))
 
 
-def _held(run_id: int, owner: str):
-    """The run, as a query to update, while `owner`'s supervisor holds it; empty once it has lost the lease."""
-    return Run.objects.filter(pk=run_id, state__in=Run.SUPERVISED, lease__owner=owner)
+def _hold(run_id: int, owner: str) -> str | None:
+    """The run's state while `owner`'s supervisor holds it, its row locked to the end of the transaction: what is
+    written next is written by the lease's holder only. None once it has lost the lease. The lease is read after the
+    lock: whoever changes a lease (claim, hand back, finish, reap) holds the run's row lock while it does."""
+    state = Run.objects.select_for_update().filter(pk=run_id, state__in=Run.SUPERVISED).values_list(
+        "state", flat=True).first()
+    if state is None or not RunLease.objects.filter(run_id=run_id, owner=owner).exists():
+        return None
+    return state
 
 
 def _release(run_id: int) -> None:
@@ -212,40 +228,52 @@ def _release(run_id: int) -> None:
 def engine_job(run: Run, owner: str, engine: str, job_id: str, attempt: int | None = None) -> bool:
     """The engine and job the supervisor submitted the run as (or found it as), recorded before anything else
     is: a worker that takes the run over re-attaches to this job instead of submitting another (DESIGN §4.9)."""
-    fields = {"engine": engine, "engine_job_id": job_id}
+    fields = {"engine": engine, "job_id": job_id}
     if attempt is not None:
-        fields["engine_attempt"] = attempt
-    return bool(_held(run.pk, owner).update(**fields))
+        fields["attempt"] = attempt
+    with transaction.atomic():
+        if _hold(run.pk, owner) is None:
+            return False
+        EngineJob.objects.update_or_create(run_id=run.pk, defaults=fields)
+    return True
 
 
 def engine_state(run: Run, owner: str, state: str, reason: str = "", log_tail: str | None = None) -> bool:
     """What the engine says of the run's job: `pending` (waiting in its queue, with its reason) or `running`.
     Watchers are told when the state or the reason changes; the log tail is kept for the run page."""
-    fields = {"state": state, "engine_reason": reason[:500]}
+    job = {"reason": reason[:500]}
     if log_tail is not None:
-        fields["engine_log_tail"] = log_tail
+        job["log_tail"] = log_tail
     with transaction.atomic():
-        current = _held(run.pk, owner).values_list(
-            "state", "engine_reason", "engine_log_tail").first()
-        if current is None:
+        was = _hold(run.pk, owner)
+        if was is None:
             return False
-        Run.objects.filter(pk=run.pk).update(**fields)
-        if current[0] != state:  # pending -> running: in the history; a new reason alone is not
+        said, tail = EngineJob.objects.filter(run_id=run.pk).values_list("reason", "log_tail").first() or ("", "")
+        Run.objects.filter(pk=run.pk).update(state=state)
+        EngineJob.objects.filter(run_id=run.pk).update(**job)
+        if was != state:  # pending -> running: in the history; a new reason alone is not
             announce(run.pk, RunTransition.ENGINE, worker=owner)
-        elif current[1] != reason[:500]:
+        elif said != reason[:500]:
             announce(run.pk)
-        elif log_tail is not None and log_tail != current[2]:
+        elif log_tail is not None and log_tail != tail:
             # the job's log grew: its page alone hears (the team's lists show no log)
-            push_on_commit(run_id=run.pk, messages=[{"type": "engine", **Run.objects.get(pk=run.pk).engine_json()}])
+            push_on_commit(run_id=run.pk, messages=[{"type": "engine", **Run.objects.select_related("engine_job")
+                                                                                  .get(pk=run.pk).engine_json()}])
     return True
+
+
+def job_ended(run: Run, reason: str, log_tail: str) -> None:
+    """The engine's last word on the run's job, which has ended, and its log's tail: kept for the run's page."""
+    EngineJob.objects.filter(run_id=run.pk).update(reason=reason[:500], log_tail=log_tail)
 
 
 def hand_back(run: Run, owner: str, message: str) -> bool:
     """The worker is shutting down and the trainer has checkpointed: the run is queued to resume on
     the next worker instead of ending (nobody cancelled it)."""
     with transaction.atomic():
-        handed = _held(run.pk, owner).update(state=Run.QUEUED, resume_requested=True, message=message)
+        handed = _hold(run.pk, owner) is not None
         if handed:
+            Run.objects.filter(pk=run.pk).update(state=Run.QUEUED, resume_requested=True, message=message)
             _release(run.pk)
             announce(run.pk, RunTransition.HANDED_BACK, worker=owner)
             dispatch(run)
@@ -258,10 +286,9 @@ def finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tai
     `owner`, only while that supervisor still holds the run (False otherwise, and nothing is written).
     `finished_at`: when, if the trainer says (a run trained elsewhere); else now."""
     with transaction.atomic():
-        rows = Run.objects.filter(pk=run.pk)
-        if owner is not None:
-            rows = _held(run.pk, owner)
-        finished = rows.update(
+        if owner is not None and _hold(run.pk, owner) is None:
+            return False
+        finished = Run.objects.filter(pk=run.pk).update(
             state=state,
             message=message,
             exit_code=exit_code,
@@ -301,7 +328,7 @@ def reap(now=None) -> dict:
             outcomes[outcome].append(run_id)
     cutoff = now - timedelta(seconds=settings.RUN_REDISPATCH_SECONDS)
     lost = Run.objects.filter(Q(dispatched_at__lt=cutoff) | Q(dispatched_at__isnull=True, created_at__lt=cutoff),
-                              Q(cancel_requested=False) | ~Q(engine_job_id=""), state=Run.QUEUED,
+                              CLAIMABLE, state=Run.QUEUED,
                               source=Run.EVOLAB)
     for run in lost:
         with transaction.atomic():
@@ -327,11 +354,12 @@ def reap_run(run_id: int, now=None) -> str | None:
         silent = f"its worker stopped answering (last heartbeat {_when(lease.heartbeat_at if lease else run.started_at)})"
         worker = lease.owner if lease else ""
         _release(run.pk)
-        if run.engine_job_id and run.engine != "local":
+        job = EngineJob.objects.filter(run_id=run.pk).first()
+        if job is not None and job.job_id:  # recorded only for a job that outlives its worker (a cluster's)
             # its cluster engine's job trains on without the worker (DESIGN §4.9): the next worker re-attaches to
             # it (and stops it, when the run was cancelled meanwhile); nothing is resumed, no resume is counted
             run.state, outcome = Run.QUEUED, "reattached"
-            run.message = f"{silent}; the next worker watches its {run.engine_title} job {run.engine_job_id}"
+            run.message = f"{silent}; the next worker watches its {job.title} job {job.job_id}"
         elif run.cancel_requested:
             run.state, run.message, outcome = Run.CANCELLED, f"cancelled; {silent}", "cancelled"
         elif run.auto_resumes < settings.RUN_AUTO_RESUMES:

@@ -13,7 +13,8 @@ from webapp.bulk import fetch
 
 class RunQuerySet(models.QuerySet):
     def visible_to(self, user):
-        return self.filter(team__in=Team.objects.of(user), deleted_at__isnull=True)
+        # with its engine's job, which every page and run JSON shows (one join, never a query per run)
+        return self.filter(team__in=Team.objects.of(user), deleted_at__isnull=True).select_related("engine_job")
 
     def visible_id(self, user, pk) -> int | None:
         """pk when that run exists and `user` may see it (visible_to's rule: a member of its team), else
@@ -69,18 +70,7 @@ class Run(models.Model):
     gpus = models.PositiveSmallIntegerField(default=0)
     # Nodes the run trains on: more than one needs a cluster engine (DESIGN §4.9)
     nodes = models.PositiveSmallIntegerField(default=1, db_default=1)
-    # The cluster engine that trains it (DESIGN §4.9): "local" (the worker's child), "slurm" or "ray"; which
-    # the worker that took the run uses (EVOLAB_TRAINER_LAUNCHER). With an engine the worker only submits
-    # the job and watches it: its id, the engine's word on it (a pending reason, an end state) and the tail
-    # of its log are kept here, where the pages read them and another worker re-attaches to it.
-    engine = models.CharField(max_length=10, blank=True)
-    engine_job_id = models.CharField(max_length=100, blank=True)
-    engine_reason = models.CharField(max_length=500, blank=True)
-    engine_log_tail = models.TextField(blank=True)
-    # Submissions of the run to an engine so far: the next job's name is evolab-run-{id}-{attempt}, chosen
-    # before it is submitted, so a worker that died in between finds it by name
-    engine_attempt = models.PositiveSmallIntegerField(default=0)
-    # A run's own Slurm options, over the worker's: partition, account, time_limit, sbatch (extra options)
+    # The engine that trains it and its job: `job` (EngineJob). A run's own Slurm options, over the worker's: partition, account, time_limit, sbatch (extra options)
     engine_options = models.JSONField(default=dict, blank=True)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs")
     cloned_from = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="clones")
@@ -214,19 +204,21 @@ class Run(models.Model):
             "hyperparameters": self.training_hyperparameters(),
         }
 
-    ENGINE_TITLES = {"slurm": "Slurm", "ray": "Ray"}
-
     @property
-    def engine_title(self) -> str:
-        """The cluster engine's name as pages say it; "" for a run its worker trains as a child (`local`)."""
-        return self.ENGINE_TITLES.get(self.engine, "")
+    def job(self) -> "EngineJob | None":
+        """The job an engine trains the run as; None before a worker took it."""
+        try:
+            return self.engine_job
+        except EngineJob.DoesNotExist:
+            return None
 
     def engine_json(self) -> dict | None:
         """The engine that trains the run and its job (DESIGN §4.9), None before a worker took it."""
-        if not self.engine:
+        job = self.job
+        if job is None:
             return None
-        return {"name": self.engine, "title": self.engine_title, "job_id": self.engine_job_id or None,
-                "reason": self.engine_reason, "log_tail": self.engine_log_tail, "options": self.engine_options}
+        return {"name": job.engine, "title": job.title, "job_id": job.job_id or None, "reason": job.reason,
+                "log_tail": job.log_tail, "options": self.engine_options}
 
     def training_hyperparameters(self) -> dict:
         return {k: v for k, v in self.hyperparameters.items() if k != "alert_rules"}
@@ -275,6 +267,29 @@ class Run(models.Model):
             "notes": self.notes,
             "archived": self.archived_at is not None,
         }
+
+
+class EngineJob(models.Model):
+    """The job an engine trains the run as (DESIGN §4.9), from the first time a worker took the run: the engine
+    ("local", the worker's child; "slurm"; "ray", as EVOLAB_TRAINER_LAUNCHER of that worker says) and, for a
+    cluster's job, its id, the engine's word on it (a pending reason, an end state) and the tail of its log, where
+    the pages read them and another worker re-attaches to it (webapp/runs/lifecycle.py writes it)."""
+
+    TITLES = {"slurm": "Slurm", "ray": "Ray"}
+
+    run = models.OneToOneField(Run, primary_key=True, on_delete=models.CASCADE, related_name="engine_job")
+    engine = models.CharField(max_length=10)
+    job_id = models.CharField(max_length=100, blank=True)
+    reason = models.CharField(max_length=500, blank=True)
+    log_tail = models.TextField(blank=True)
+    # Submissions of the run to an engine so far: the next job's name is evolab-run-{id}-{attempt}, chosen
+    # before it is submitted, so a worker that died in between finds it by name
+    attempt = models.PositiveSmallIntegerField(default=0)
+
+    @property
+    def title(self) -> str:
+        """The cluster engine's name as pages say it; "" for a run its worker trains as a child (`local`)."""
+        return self.TITLES.get(self.engine, "")
 
 
 class RunLease(models.Model):
