@@ -3,14 +3,9 @@ kept as they are (state only: on SQLite the text table is FTS5's), and the model
 import django.db.models.deletion
 from django.db import migrations, models
 
+from webapp.model_moves import content_types_moved
+
 MODELS = ["rollouttext", "textindexmark"]
-
-
-def move_content_types(from_label, to_label):
-    def move(apps, schema_editor):
-        ContentType = apps.get_model("contenttypes", "ContentType")
-        ContentType.objects.filter(app_label=from_label, model__in=MODELS).update(app_label=to_label)
-    return move
 
 
 class Migration(migrations.Migration):
@@ -47,5 +42,5 @@ class Migration(migrations.Migration):
                 options={"db_table": "runs_rollouttext"},
             ),
         ]),
-        migrations.RunPython(move_content_types("runs", "explorer"), move_content_types("explorer", "runs")),
+        content_types_moved(MODELS, "runs", "explorer"),
     ]

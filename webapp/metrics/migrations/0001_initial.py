@@ -3,14 +3,9 @@ kept as they are (state only), and the models' content types, with any permissio
 import django.db.models.deletion
 from django.db import migrations, models
 
+from webapp.model_moves import content_types_moved
+
 MODELS = ["metricseries", "metricpoint", "metricchunk"]
-
-
-def move_content_types(from_label, to_label):
-    def move(apps, schema_editor):
-        ContentType = apps.get_model("contenttypes", "ContentType")
-        ContentType.objects.filter(app_label=from_label, model__in=MODELS).update(app_label=to_label)
-    return move
 
 
 class Migration(migrations.Migration):
@@ -68,5 +63,5 @@ class Migration(migrations.Migration):
                 constraint=models.UniqueConstraint(fields=("run", "clock", "name"), name="unique_series_name_per_run"),
             ),
         ]),
-        migrations.RunPython(move_content_types("runs", "metrics"), move_content_types("metrics", "runs")),
+        content_types_moved(MODELS, "runs", "metrics"),
     ]
