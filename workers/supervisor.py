@@ -38,8 +38,6 @@ from .watched import Polled
 
 log = logging.getLogger(__name__)
 
-LOG_EVERY_S = 5.0  # how often the job's log tail is copied to the run for its page
-
 
 def supervise(run_id: int) -> str | None:
     """Claim the run and see its job through: the run's final state; None when the run was not queued or the
@@ -153,8 +151,8 @@ def _watch(run: Run, owner: str, engine: Engine, job_id: str, spec: JobSpec) -> 
             phase = Run.PENDING if state.phase == "pending" else Run.RUNNING
             reason = f"pending in {engine.title}: {state.reason or 'waiting'}" if phase == Run.PENDING else ""
             log_tail = None
-            if now >= next_log:
-                next_log = now + LOG_EVERY_S
+            if engine.log_every_s is not None and now >= next_log:
+                next_log = now + engine.log_every_s
                 log_tail = _ask(engine.log_tail, job_id, spec.log_path)
             # written when the job's state, its reason or its log changed (the local engine is asked at each poll)
             if (phase, reason) != shown or (log_tail is not None and log_tail != shown_log):

@@ -62,6 +62,8 @@ class Engine:
     # that does not (the local trainer) is stopped in both cases, and its id is not recorded.
     outlives_worker = True
     state_every_s = 2.0  # how often the engine is asked about the job (a command or an HTTP call)
+    # how often the job's log tail is copied to the run for its page (None: only once the job has ended)
+    log_every_s: float | None = 5.0
 
     def submit(self, spec: JobSpec) -> str:
         raise NotImplementedError

@@ -33,6 +33,7 @@ class LocalTrainer(Engine):
     name, title = "local", "The local launcher"
     outlives_worker = False
     state_every_s = 0.0  # a child's exit code is one system call away: asked at each poll
+    log_every_s = None  # its stderr is the run's stderr tail once it has ended; the page shows no live job log
 
     def __init__(self):
         self._children: dict[str, tuple[subprocess.Popen, JobSpec]] = {}
