@@ -40,9 +40,11 @@ slurm:
 test: test-venv browser slurm
 	HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py $(ARGS)
 
-# The inner loop: every test but those of the cluster engines and of the browser (pytest.ini's markers).
+# The inner loop: every test but those of the cluster engines and of the browser (pytest.ini's markers), on one
+# pytest-xdist worker per core (at most 8: each has its own test database, Redis database and data directory,
+# tests/settings.py). `make test` stays one process: the Slurm and Ray clusters are one per machine.
 test-fast: test-venv
-	HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py -m "not cluster and not browser" $(ARGS)
+	HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py -m "not cluster and not browser" -n auto --maxprocesses=8 $(ARGS)
 
 # The benchmarks' baseline, an MLflow tracking server, lives in its own venv: never in the product's.
 BENCH_VENV := .venv-bench

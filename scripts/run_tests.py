@@ -17,7 +17,7 @@ from scripts.stack import Stack  # noqa: E402
 
 def main(argv):
     os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "webapp.settings")
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")  # webapp.settings, per pytest-xdist worker
     os.environ.setdefault("EVOLAB_DEV", "1")  # the insecure development SECRET_KEY is allowed here (webapp/settings.py)
     # Tests never write into the developer's ./var; each session gets its own directory.
     data_dir = Path(tempfile.mkdtemp(prefix="evolab-test-"))
