@@ -131,7 +131,7 @@ def job_spec(run: Run, owner: str, attempt: int, resume: bool) -> JobSpec:
 
 def _watch(run: Run, owner: str, engine: Engine, job_id: str, spec: JobSpec) -> str | None:
     events, texts = LogIngestion(run), Polled(run.pk, failures.TEXT_INDEX)
-    state, shown, shown_log = JobState("pending"), None, None
+    state, shown = JobState("pending"), (None, None, None)  # the phase, reason and log tail last written
     stop_sent_at, shutting_down = None, False
     next_state = next_log = next_heartbeat = 0.0
     while True:
@@ -155,10 +155,11 @@ def _watch(run: Run, owner: str, engine: Engine, job_id: str, spec: JobSpec) -> 
                 next_log = now + engine.log_every_s
                 log_tail = _ask(engine.log_tail, job_id, spec.log_path)
             # written when the job's state, its reason or its log changed (the local engine is asked at each poll)
-            if (phase, reason) != shown or (log_tail is not None and log_tail != shown_log):
+            now_shown = (phase, reason, shown[2] if log_tail is None else log_tail)
+            if now_shown != shown:
                 if once(lifecycle.engine_state, run, owner, phase, reason, log_tail) is False:
                     return _lease_lost(run, engine, job_id, spec)
-                shown, shown_log = (phase, reason), shown_log if log_tail is None else log_tail
+                shown = now_shown
         if now >= next_heartbeat:
             next_heartbeat = now + settings.RUN_HEARTBEAT_SECONDS
             if once(lifecycle.heartbeat, run.pk, owner) is False:  # None: the database is away; try next time

@@ -114,8 +114,7 @@ def claim(run_id: int, owner: str = "", state: str = Run.RUNNING) -> Run | None:
             # the run's row locked first, then checked: another worker's claim waits here and then finds it taken
             queued = Run.objects.select_for_update().filter(pk=candidate, state=Run.QUEUED).values_list(
                 "cancel_requested", flat=True).first()
-            claimed = queued is not None and (not queued or EngineJob.objects.filter(HAS_JOB_ID, run_id=candidate)
-                                              .exists())
+            claimed = queued is not None and (not queued or _has_job(candidate))
             if claimed:
                 now = timezone.now()
                 Run.objects.filter(pk=candidate).update(
@@ -131,9 +130,13 @@ def claim(run_id: int, owner: str = "", state: str = Run.RUNNING) -> Run | None:
 
 # A cancelled run is claimed while it has a cluster's job to stop. (Read only: an UPDATE filtered across tables is
 # one on a subquery, whose rows PostgreSQL does not check again after waiting for a lock; writes lock, then check.)
-HAS_JOB_ID = ~Q(job_id="")
 HAS_JOB = Q(engine_job__job_id__gt="")
 CLAIMABLE = Q(cancel_requested=False) | HAS_JOB
+
+
+def _has_job(run_id: int) -> bool:
+    """Whether the run has a cluster's job on record (a local trainer's id never is)."""
+    return Run.objects.filter(HAS_JOB, pk=run_id).exists()
 
 
 def turn_order(run_id: int) -> list[int]:
@@ -165,7 +168,7 @@ def end_cancelled_before_start(run_id: int) -> bool:
         rows = Run.objects.filter(pk=run_id, state=Run.QUEUED, cancel_requested=True)
         if rows.select_for_update().values_list("pk", flat=True).first() is None:
             return False
-        if EngineJob.objects.filter(HAS_JOB_ID, run_id=run_id).exists():
+        if _has_job(run_id):
             rows.update(message="cancel requested: the next worker to take the run stops its job")
             announce(run_id)
             return False
@@ -308,9 +311,14 @@ def finish(run: Run, state: str, message: str, exit_code: int | None, stderr_tai
     return True
 
 
+def _lease_cutoff(now):
+    """A heartbeat older than this has lost its lease."""
+    return now - timedelta(seconds=settings.RUN_LEASE_SECONDS)
+
+
 def _lease_expired(now) -> Q:
     # a run claimed before leases existed has no heartbeat: its start time stands in
-    cutoff = now - timedelta(seconds=settings.RUN_LEASE_SECONDS)
+    cutoff = _lease_cutoff(now)
     return Q(lease__heartbeat_at__lt=cutoff) | Q(lease__isnull=True, started_at__lt=cutoff)
 
 
@@ -349,7 +357,7 @@ def reap_run(run_id: int, now=None) -> str | None:
         if run is None:
             return None
         lease = RunLease.objects.filter(run_id=run.pk).first()
-        if lease is not None and lease.heartbeat_at >= now - timedelta(seconds=settings.RUN_LEASE_SECONDS):
+        if lease is not None and lease.heartbeat_at >= _lease_cutoff(now):
             return None  # claimed while this waited for the run's row: the lock's re-check sees the run, not its lease
         silent = f"its worker stopped answering (last heartbeat {_when(lease.heartbeat_at if lease else run.started_at)})"
         worker = lease.owner if lease else ""
