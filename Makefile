@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt | sha1sum | cut -c1-12)
 TEST_STAMP := $(VENV)/.installed-test-$(shell cat requirements.txt requirements-test.txt | sha1sum | cut -c1-12)
 
-.PHONY: demo test test-fast bench mlflow-suite venv test-venv browser slurm clean
+.PHONY: demo test test-fast scenarios bench mlflow-suite venv test-venv browser slurm clean
 
 venv: $(STAMP)
 
@@ -45,6 +45,12 @@ test: test-venv browser slurm
 # tests/settings.py). `make test` stays one process: the Slurm and Ray clusters are one per machine.
 test-fast: test-venv
 	HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py -m "not cluster and not browser" -n auto --maxprocesses=8 $(ARGS)
+
+# The long scenarios (benchmarks/scenarios/: worker loss, database and Redis outages, several hosts, cancel and
+# resume, the default launch trained to its end), a minute or more of real training each: out of `make test`'s
+# 30 minutes on two cores, and run by .ci/run after it.
+scenarios: test-venv
+	HF_HUB_OFFLINE=1 $(PY) scripts/run_tests.py benchmarks/scenarios $(ARGS)
 
 # The benchmarks' baseline, an MLflow tracking server, lives in its own venv: never in the product's.
 BENCH_VENV := .venv-bench

@@ -56,7 +56,7 @@ def live_stack(django_db_setup, django_db_blocker, tmp_path_factory):
         EVOLAB_WEBHOOK_RETRY_BASE_SECONDS="0.5",
         # the tests' webhook receivers listen on loopback, which a deployment refuses by default
         EVOLAB_WEBHOOK_ALLOWED_NETWORKS="127.0.0.0/8",
-        # shorter than any test's lease (tests/e2e/test_worker_loss.py runs a lease check of 5 s)
+        # shorter than any test's lease (benchmarks/scenarios/test_worker_loss.py runs a lease check of 5 s)
         EVOLAB_RUN_HEARTBEAT_SECONDS="1",
     )
     # The test process enqueues tasks and pushes live messages too: same names.

@@ -16,3 +16,10 @@ if worker and not os.environ.get("EVOLAB_TEST_WORKER"):
     os.environ["EVOLAB_DATA_DIR"] = str(data_dir)
 
 from webapp.settings import *  # noqa: E402,F401,F403
+
+# Django's own advice for tests: a password hash that costs microseconds. PBKDF2's million rounds cost half a second of
+# CPU on this project's 2-core machine, once per user a test makes and once per sign-in; hundreds of tests make one.
+# The hashers of webapp/settings.py stay behind it, so a password hashed there still checks here.
+from django.conf import global_settings  # noqa: E402
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher", *global_settings.PASSWORD_HASHERS]

@@ -124,7 +124,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and os.envi
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {"min_size": 2, "max_size": 20, "timeout": 30}
     # Django then has the pool try each connection (an empty query, ~0.1 ms) before a request gets it: a
     # database restart ends every idle connection in the pool, and without the check each was handed to
-    # a request (a 500) before the pool noticed (tests/e2e/test_database_outage.py).
+    # a request (a 500) before the pool noticed (benchmarks/scenarios/test_database_outage.py).
     DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
     # PostgreSQL cancels any statement of the web server that runs past the limit (a query far costlier than
     # the pages' goals, a lock held by a long migration), so no request holds a thread and a pooled connection

@@ -119,7 +119,7 @@ def ray_cluster():
 
 class EngineStack:
     """daphne, a training worker that hands its runs to an engine, and an alerts worker (beat: the lease check,
-    shortened as tests/e2e/test_worker_loss.py does) of their own, on the test database and Redis."""
+    shortened as benchmarks/scenarios/test_worker_loss.py does) of their own, on the test database and Redis."""
 
     def __init__(self, live_stack, env, log_dir, settings, user):
         import uuid

@@ -234,3 +234,15 @@ def web_entrypoint(live_stack, tmp_path, **env_extra):
     finally:
         os.killpg(web.pid, signal.SIGTERM)
         web.wait(30)
+
+
+def assert_every_event_ingested_once(run_id):
+    """Every line of the run's events.jsonl is one stored RunEvent: none lost, none stored twice."""
+    from django.conf import settings
+
+    from webapp.runs.models import RunEvent
+
+    logged = [json.loads(line)["seq"] for line in (Path(settings.RUNS_DIR) / str(run_id) / "events.jsonl").open()]
+    stored = list(RunEvent.objects.filter(run_id=run_id).values_list("seq", flat=True))
+    assert len(logged) == len(set(logged)), "the trainer repeated a seq"
+    assert sorted(stored) == sorted(logged), f"lost {sorted(set(logged) - set(stored))}, extra {len(stored) - len(set(stored))}"

@@ -6,7 +6,8 @@ import json
 import pytest
 
 from rl.policy import heldout_problems
-from tests.rl.test_train_cli import SMALL, events_of, of_type, run_trainer, write_config, write_prompts
+from tests.rl.test_train_cli import SMALL, events_of, of_type, write_config, write_prompts
+from tests.rl.trainer_process import run_trainer
 
 pytestmark = pytest.mark.trainer
 

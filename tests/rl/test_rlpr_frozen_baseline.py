@@ -21,7 +21,8 @@ from rl.policy_probe import PolicyProbe
 from rl.probes import reference_after_prompt
 from rl.prompts import encode_prompt, format_prompt
 from tests.rl.test_rlpr import TableProbe, rlpr_group
-from tests.rl.test_train_cli import events_of, of_type, run_trainer, write_config
+from tests.rl.test_train_cli import events_of, of_type, write_config
+from tests.rl.trainer_process import run_trainer
 from tests.rl.test_train_methods import SMALL, write_rows
 
 pytestmark = pytest.mark.trainer

@@ -5,9 +5,7 @@ The challenger and solver are both the default policy, which learned the challen
 """
 
 import json
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,6 +13,7 @@ import pytest
 
 from rl.events import read_events, validate_event
 from rl.policy import DEFAULT_POLICY_DIR, heldout_problems
+from tests.rl.trainer_process import run_trainer as warm_trainer
 from rl.methods.r_zero import extract_question, keep_for_solver, solver_agreement, solver_majority
 
 pytestmark = pytest.mark.trainer
@@ -43,8 +42,7 @@ ENV = {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
 
 
 def run_trainer(config: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rl.train", "--config", str(config), "--out", str(out), *extra],
-                          cwd=REPO, env=ENV, capture_output=True, text=True, timeout=420)
+    return warm_trainer(config, out, *extra, env=ENV, timeout=420)
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -195,50 +193,6 @@ def test_with_no_challenger_steps_the_base_model_writes_the_pool_and_the_solver_
     assert [e for e in events if e["type"] == "questions"]
     solver_steps = [e["step"] for e in events if e["type"] == "metrics" and "reward/mean" in e["values"]]
     assert solver_steps == [1] and events[-1]["state"] == "succeeded"
-
-
-def test_sigterm_inside_a_phase_checkpoints_it_and_resume_continues_from_that_step(tmp_path):
-    run_dir = tmp_path / "run"
-    long = write_config(tmp_path, **{**QUICK, "challenger_steps": 50, "save_every": 0})
-    process = subprocess.Popen([sys.executable, "-m", "rl.train", "--config", str(long), "--out", str(run_dir)],
-                               cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.time() + 300
-        while not [e for e in read_events(run_dir / "events.jsonl") if e["type"] == "metrics"]:
-            assert process.poll() is None, process.stderr.read()[-3000:]
-            assert time.time() < deadline, "no challenger step finished in time"
-            time.sleep(0.2)
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=120) == 0, process.stderr.read()[-3000:]
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.stderr.close()
-
-    events = read_events(run_dir / "events.jsonl")
-    done = [e["step"] for e in events if e["type"] == "metrics"]
-    assert done == list(range(1, len(done) + 1)) and len(done) < 50
-    assert events[-1]["state"] == "cancelled" and "from its last checkpoint" in events[-1]["message"]
-    assert [(e["phase"], e["state"]) for e in events if e["type"] == "stage"][-1] == ("challenger", "cancelled")
-    (checkpoint,) = [e for e in events if e["type"] == "checkpoint"]
-    assert checkpoint["step"] == done[-1]
-    assert checkpoint["path"] == f"checkpoints/iteration-1/challenger-checkpoints/checkpoint-{done[-1]}"
-    assert (run_dir / checkpoint["path"] / "trainer_state.json").is_file()
-
-    resumed = write_config(tmp_path, **{**QUICK, "challenger_steps": done[-1] + 1, "save_every": 0})
-    result = run_trainer(resumed, run_dir, "--resume")
-    assert result.returncode == 0, result.stderr[-3000:]
-    events = read_events(run_dir / "events.jsonl")
-    for event in events:
-        validate_event(event)
-    assert [e["seq"] for e in events] == list(range(len(events)))
-    assert any(e["type"] == "log" and f"continues from checkpoints/iteration-1/challenger-checkpoints/checkpoint-"
-               f"{done[-1]}" in e["message"] for e in events)
-    challenger_steps = [e["step"] for e in events if e["type"] == "metrics" and "rzero/format_rate" in e["values"]]
-    assert challenger_steps == list(range(1, done[-1] + 2))  # the phase went on from its checkpoint: no step twice
-    solver_steps = [e["step"] for e in events if e["type"] == "metrics" and "reward/mean" in e["values"]]
-    assert solver_steps == [done[-1] + 2]  # one step counter across the phases
-    assert events[-1]["state"] == "succeeded"
 
 
 @pytest.mark.parametrize("override, field", [({"keep_high": 11}, "keep_high"), ({"challenger_rollouts": 1},

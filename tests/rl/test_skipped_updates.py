@@ -7,7 +7,8 @@ from safetensors.numpy import load_file
 
 from rl.policy import DEFAULT_POLICY_DIR
 from rl.trainer import leave_out_of_means
-from tests.rl.test_train_cli import events_of, of_type, run_trainer, write_config
+from tests.rl.test_train_cli import events_of, of_type, write_config
+from tests.rl.trainer_process import run_trainer
 from tests.rl.test_train_methods import SMALL, write_rows
 
 pytestmark = pytest.mark.trainer

@@ -15,7 +15,8 @@ import pytest
 from rl.events import validate_event
 from rl.methods import validate_hyperparameters
 from rl.policy import heldout_problems
-from tests.rl.test_train_cli import REQUIRED_METRICS, events_of, of_type, run_trainer, write_config
+from tests.rl.test_train_cli import REQUIRED_METRICS, events_of, of_type, write_config
+from tests.rl.trainer_process import run_trainer
 
 pytestmark = pytest.mark.trainer
 
@@ -106,7 +107,7 @@ def test_each_group_carries_the_similarity_matrix_of_its_rollouts_and_the_method
                    for j, x in enumerate(row))
         for r in group["rollouts"]:
             assert CASES[case][3] <= set(r["extra"])
-        # RLPR's and DARL's standard deviation filter starts at step 11 (tests/rl/test_step_filter_resume.py)
+        # RLPR's and DARL's standard deviation filter starts at step 11 (benchmarks/scenarios/test_step_filter_resume.py)
         assert [r["used_for_training"] for r in group["rollouts"]] == [True] * 4 + [False] * 4
 
 

@@ -1,6 +1,6 @@
 """The local engine's differences from a cluster's, in the one supervision loop (workers/supervisor.py): its job is
 the worker's child, so a supervisor that lost the run's lease stops it, and a worker that shuts down stops it and then
-hands the run back. A sleeping child stands in for the trainer; the real one runs in tests/e2e/test_worker_loss.py."""
+hands the run back. A sleeping child stands in for the trainer; the real one runs in benchmarks/scenarios/test_worker_loss.py."""
 import os
 import sys
 import threading

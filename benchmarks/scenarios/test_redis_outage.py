@@ -11,8 +11,7 @@ import uuid
 import pytest
 
 from scripts.stack import Stack, free_port
-from tests.e2e.helpers import SMALL_TTRL, Api
-from tests.e2e.test_worker_loss import assert_every_event_ingested_once
+from tests.e2e.helpers import SMALL_TTRL, Api, assert_every_event_ingested_once
 from tests.factories import make_prompt_set
 from tests.waiting import assert_stays
 from webapp.accounts.models import ApiToken

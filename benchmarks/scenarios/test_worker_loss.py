@@ -3,7 +3,6 @@ itself with a checkpoint, the lease check (celery beat in the alerts worker) re-
 resume, a new worker finishes it, and every event of the log is ingested exactly once. A run whose
 worker vanished can be cancelled, and resumed. Real processes: daphne, two Celery workers, the
 trainer, on the test database and Redis; the lease is shortened to keep the tests short."""
-import json
 import os
 import signal
 import uuid
@@ -12,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from scripts.stack import Stack, free_port
-from tests.e2e.helpers import SMALL_TTRL, Api, trainer_pids
+from tests.e2e.helpers import SMALL_TTRL, Api, assert_every_event_ingested_once, trainer_pids
 from tests.factories import make_prompt_set
 from tests.waiting import wait_until
 from webapp.accounts.models import ApiToken
-from webapp.runs.models import Run, RunEvent
+from webapp.runs.models import Run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.trainer]
 
@@ -53,15 +52,6 @@ def trainers_of(run_id) -> list[int]:
     from django.conf import settings
 
     return trainer_pids(Path(settings.RUNS_DIR) / str(run_id))
-
-
-def assert_every_event_ingested_once(run_id):
-    from django.conf import settings
-
-    logged = [json.loads(line)["seq"] for line in (Path(settings.RUNS_DIR) / str(run_id) / "events.jsonl").open()]
-    stored = list(RunEvent.objects.filter(run_id=run_id).values_list("seq", flat=True))
-    assert len(logged) == len(set(logged)), "the trainer repeated a seq"
-    assert sorted(stored) == sorted(logged), f"lost {sorted(set(logged) - set(stored))}, extra {len(stored) - len(set(stored))}"
 
 
 def launch(fault, user, name, max_steps):

@@ -1,0 +1,66 @@
+"""`python -m rl.train` from a warm interpreter, for the tests that train many small runs (every method, the label
+checks, R-Zero's iteration).
+
+Each run is still a process of its own, with its own signal handlers, globals, working directory, environment and
+exit status: a fork of a server (multiprocessing's forkserver, one per test process) that imported torch,
+transformers and TRL once. A cold `python -m rl.train` spends about 7 s of CPU importing them before a run of the
+default policy that itself takes 2 s: most of the tests' training time on this project's 2-core machine. What the
+fork runs is `rl.train.main` with the command line's arguments, as `python -m rl.train` runs it. The tests of the
+command line itself (tests/rl/test_train_cli.py), the scenarios that signal a trainer (benchmarks/scenarios) and
+every run a worker starts keep the cold `python -m rl.train`.
+"""
+import multiprocessing
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+# what the server imports once: rl.train's own imports, and the heavy ones its driver imports lazily
+PRELOAD = ["rl.train", "rl.trainer", "rl.policy", "transformers", "trl"]
+
+_context = None
+
+
+def _forkserver():
+    global _context
+    if _context is None:
+        # what the server's imports read from the environment at import time must be what `python -m rl.train` sees
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+        _context = multiprocessing.get_context("forkserver")
+        _context.set_forkserver_preload(PRELOAD)
+    return _context
+
+
+def _main(argv: list[str], env: dict, cwd: str, stdout: str, stderr: str) -> None:
+    """In the forked child: the environment, directory and output of `python -m rl.train`, then its main."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    for fd, path in ((1, stdout), (2, stderr)):
+        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+    from rl.train import main
+
+    sys.exit(main(argv))
+
+
+def run_trainer(config: Path, out: Path, *extra: str, env: dict | None = None,
+                timeout: float = 300) -> subprocess.CompletedProcess:
+    """What `subprocess.run([sys.executable, "-m", "rl.train", ...], capture_output=True, text=True)` returns. `env`:
+    the trainer's whole environment, by default this process's."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)} if env is None else env
+    argv = ["--config", str(config), "--out", str(out), *extra]
+    with tempfile.TemporaryDirectory(prefix="rl-train-") as tmp:
+        stdout, stderr = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        process = _forkserver().Process(target=_main, args=(argv, dict(env), str(REPO), str(stdout), str(stderr)))
+        process.start()
+        process.join(timeout)
+        if process.exitcode is None:
+            process.kill()
+            process.join()
+            raise subprocess.TimeoutExpired(["rl.train", *argv], timeout)
+        return subprocess.CompletedProcess(["python", "-m", "rl.train", *argv], process.exitcode,
+                                           stdout.read_text() if stdout.exists() else "",
+                                           stderr.read_text() if stderr.exists() else "")
