@@ -3,11 +3,11 @@ step (moved from tests/rl/test_rzero_loop.py: a long scenario)."""
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from rl.events import read_events, validate_event
+from tests.waiting import wait_until
 from tests.rl.test_rzero_loop import ENV, QUICK, REPO, run_trainer, write_config
 
 pytestmark = pytest.mark.trainer
@@ -19,11 +19,11 @@ def test_sigterm_inside_a_phase_checkpoints_it_and_resume_continues_from_that_st
     process = subprocess.Popen([sys.executable, "-m", "rl.train", "--config", str(long), "--out", str(run_dir)],
                                cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.time() + 300
-        while not [e for e in read_events(run_dir / "events.jsonl") if e["type"] == "metrics"]:
+        def a_step_done():
             assert process.poll() is None, process.stderr.read()[-3000:]
-            assert time.time() < deadline, "no challenger step finished in time"
-            time.sleep(0.2)
+            return [e for e in read_events(run_dir / "events.jsonl") if e["type"] == "metrics"]
+
+        wait_until(a_step_done, 300, every=0.2, what="the first challenger step")
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=120) == 0, process.stderr.read()[-3000:]
     finally:

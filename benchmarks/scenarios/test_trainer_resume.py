@@ -9,6 +9,7 @@ import time
 import pytest
 
 from rl.events import validate_event
+from tests.waiting import wait_until
 from tests.rl.test_train_cli import ENV, REPO, SMALL, events_of, of_type, run_trainer, write_config, write_prompts
 
 pytestmark = pytest.mark.trainer
@@ -22,11 +23,11 @@ def test_sigterm_checkpoints_and_cancels_then_resume_continues_steps_and_seq(tmp
                                 str(run_dir)], cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                text=True)
     try:
-        deadline = time.time() + 180
-        while not of_type(events_of(run_dir), "metrics"):
+        def a_step_done():
             assert process.poll() is None, process.stderr.read()[-3000:]
-            assert time.time() < deadline, "no step finished in time"
-            time.sleep(0.2)
+            return of_type(events_of(run_dir), "metrics")
+
+        wait_until(a_step_done, 180, every=0.2, what="the first step")
         process.send_signal(signal.SIGTERM)
         signalled = time.time()
         assert process.wait(timeout=60) == 0, process.stderr.read()[-3000:]

@@ -30,8 +30,11 @@ def attempt(base, username, password, forwarded_for):
 @pytest.fixture
 def account(transactional_db):
     from django.contrib.auth import get_user_model
+    from django.contrib.auth.hashers import make_password
 
-    return get_user_model().objects.create_user(username="ada-behind-proxy", password=PASSWORD).username
+    # hashed as the production profile hashes (tests/settings.py makes MD5 the tests' own), so that it can check it
+    return get_user_model().objects.create(username="ada-behind-proxy",
+                                           password=make_password(PASSWORD, hasher="pbkdf2_sha256")).username
 
 
 def test_with_no_proxy_trusted_a_forwarded_address_does_not_get_around_the_limit(live_stack, account, tmp_path):
