@@ -29,9 +29,7 @@ def api_view(methods):
             if request.method not in methods:
                 return error(f"method {request.method} is not allowed here; use {', '.join(methods)}", 405)
             if not request.user.is_authenticated:
-                if getattr(request, "token_auth_attempted", False):
-                    return error("the API token is not valid", 401)
-                return error("sign in or send 'Authorization: Token KEY'", 401)
+                return unauthenticated(request)
             try:
                 return view(request, *args, **kwargs)
             except PermissionDenied as exc:
@@ -43,6 +41,27 @@ def api_view(methods):
         return wrapper
 
     return decorator
+
+
+def unauthenticated(request) -> JsonResponse:
+    if getattr(request, "token_auth_attempted", False):
+        return error("the API token is not valid", 401)
+    return error("sign in or send 'Authorization: Token KEY'", 401)
+
+
+def csrf_failure(request, reason=""):
+    """CSRF_FAILURE_VIEW. Django's CSRF check runs before any view, so a script's POST without credentials (or with a
+    token that is not valid: only a valid one waives the check) got Django's HTML 403 instead of the API's JSON 401.
+    Under /api/ the answer is what the endpoint would have said, or, for a signed-in session that sent no CSRF token,
+    a JSON 403 naming what to send. Pages keep Django's page."""
+    from django.views.csrf import csrf_failure as page
+
+    if not request.path.startswith("/api/"):
+        return page(request, reason)
+    if not request.user.is_authenticated:
+        return unauthenticated(request)
+    return error(f"the CSRF check failed ({reason}): a signed-in session sends its csrftoken cookie's value as the "
+                 "X-CSRFToken header; a script sends 'Authorization: Token KEY' instead", 403)
 
 
 def by_method(**views):

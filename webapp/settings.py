@@ -43,6 +43,7 @@ if not SECRET_KEY:
 DEBUG = os.environ.get("DEBUG", "0") == "1"
 ALLOWED_HOSTS = [h for h in os.environ.get("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",") if h]
 CSRF_TRUSTED_ORIGINS = [o for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o]
+CSRF_FAILURE_VIEW = "webapp.api.csrf_failure"  # JSON under /api/, like the rest of the API
 
 INSTALLED_APPS = [
     "daphne",

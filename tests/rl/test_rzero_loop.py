@@ -13,8 +13,8 @@ import pytest
 
 from rl.events import read_events, validate_event
 from rl.policy import DEFAULT_POLICY_DIR, heldout_problems
-from tests.rl.trainer_process import run_trainer as warm_trainer
 from rl.methods.r_zero import extract_question, keep_for_solver, solver_agreement, solver_majority
+from tests.rl.trainer_process import run_trainer as warm_trainer
 
 pytestmark = pytest.mark.trainer
 
