@@ -44,6 +44,7 @@ def api_view(methods):
 
 
 def unauthenticated(request) -> JsonResponse:
+    """The API's 401: what an endpoint (api_view) and the CSRF check (csrf_failure) say to a caller it does not know."""
     if getattr(request, "token_auth_attempted", False):
         return error("the API token is not valid", 401)
     return error("sign in or send 'Authorization: Token KEY'", 401)

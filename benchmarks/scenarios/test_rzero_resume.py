@@ -1,14 +1,10 @@
 """R-Zero stopped by SIGTERM inside its challenger phase checkpoints that phase, and `--resume` goes on from that
 step (moved from tests/rl/test_rzero_loop.py: a long scenario)."""
-import signal
-import subprocess
-import sys
-
 import pytest
 
 from rl.events import read_events, validate_event
-from tests.waiting import wait_until
-from tests.rl.test_rzero_loop import ENV, QUICK, REPO, run_trainer, write_config
+from tests.rl.test_rzero_loop import ENV, QUICK, run_trainer, write_config
+from tests.rl.trainer_process import sigterm_after_the_first_step
 
 pytestmark = pytest.mark.trainer
 
@@ -16,20 +12,7 @@ pytestmark = pytest.mark.trainer
 def test_sigterm_inside_a_phase_checkpoints_it_and_resume_continues_from_that_step(tmp_path):
     run_dir = tmp_path / "run"
     long = write_config(tmp_path, **{**QUICK, "challenger_steps": 50, "save_every": 0})
-    process = subprocess.Popen([sys.executable, "-m", "rl.train", "--config", str(long), "--out", str(run_dir)],
-                               cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        def a_step_done():
-            assert process.poll() is None, process.stderr.read()[-3000:]
-            return [e for e in read_events(run_dir / "events.jsonl") if e["type"] == "metrics"]
-
-        wait_until(a_step_done, 300, every=0.2, what="the first challenger step")
-        process.send_signal(signal.SIGTERM)
-        assert process.wait(timeout=120) == 0, process.stderr.read()[-3000:]
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.stderr.close()
+    sigterm_after_the_first_step(long, run_dir, ENV)
 
     events = read_events(run_dir / "events.jsonl")
     done = [e["step"] for e in events if e["type"] == "metrics"]

@@ -1,16 +1,11 @@
 """`python -m rl.train` stopped by SIGTERM: the step in progress ends, a checkpoint is written and the run says
 `cancelled`; `--resume` continues its steps and its event seq, and takes the steps a run straight through takes
 (moved from tests/rl/test_train_cli.py: a long scenario)."""
-import signal
-import subprocess
-import sys
-import time
-
 import pytest
 
 from rl.events import validate_event
-from tests.waiting import wait_until
-from tests.rl.test_train_cli import ENV, REPO, SMALL, events_of, of_type, run_trainer, write_config, write_prompts
+from tests.rl.test_train_cli import ENV, SMALL, events_of, of_type, run_trainer, write_config, write_prompts
+from tests.rl.trainer_process import sigterm_after_the_first_step
 
 pytestmark = pytest.mark.trainer
 
@@ -19,23 +14,7 @@ def test_sigterm_checkpoints_and_cancels_then_resume_continues_steps_and_seq(tmp
     write_prompts(tmp_path / "prompts.jsonl")
     run_dir = tmp_path / "run"
     long_config = write_config(tmp_path, max_steps=200, hyperparameters={**SMALL, "save_every": 0})
-    process = subprocess.Popen([sys.executable, "-m", "rl.train", "--config", str(long_config), "--out",
-                                str(run_dir)], cwd=REPO, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True)
-    try:
-        def a_step_done():
-            assert process.poll() is None, process.stderr.read()[-3000:]
-            return of_type(events_of(run_dir), "metrics")
-
-        wait_until(a_step_done, 180, every=0.2, what="the first step")
-        process.send_signal(signal.SIGTERM)
-        signalled = time.time()
-        assert process.wait(timeout=60) == 0, process.stderr.read()[-3000:]
-        print(f"exit {time.time() - signalled:.1f}s after SIGTERM")
-    finally:
-        if process.poll() is None:
-            process.kill()
-        process.stderr.close()
+    sigterm_after_the_first_step(long_config, run_dir, ENV, within=180)
 
     events = events_of(run_dir)
     last_step = of_type(events, "metrics")[-1]["step"]

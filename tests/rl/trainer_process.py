@@ -7,10 +7,11 @@ transformers and TRL once. A cold `python -m rl.train` spends about 7 s of CPU i
 default policy that itself takes 2 s: most of the tests' training time on this project's 2-core machine. What the
 fork runs is `rl.train.main` with the command line's arguments, as `python -m rl.train` runs it. The tests of the
 command line itself (tests/rl/test_train_cli.py), the scenarios that signal a trainer (benchmarks/scenarios) and
-every run a worker starts keep the cold `python -m rl.train`.
+every run a worker starts keep the cold `python -m rl.train`; `sigterm_after_the_first_step` is the scenarios' one.
 """
 import multiprocessing
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -64,3 +65,25 @@ def run_trainer(config: Path, out: Path, *extra: str, env: dict | None = None,
         return subprocess.CompletedProcess(["python", "-m", "rl.train", *argv], process.exitcode,
                                            stdout.read_text() if stdout.exists() else "",
                                            stderr.read_text() if stderr.exists() else "")
+
+
+def sigterm_after_the_first_step(config: Path, out: Path, env: dict, *, within: float = 300) -> None:
+    """A cold `python -m rl.train` (a signal must reach the command line itself) sent SIGTERM once its first step is
+    logged, as the supervisor's cancel does; asserts it then ends with status 0 (a graceful stop, with a checkpoint)."""
+    from rl.events import read_events
+    from tests.waiting import wait_until
+
+    process = subprocess.Popen([sys.executable, "-m", "rl.train", "--config", str(config), "--out", str(out)],
+                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        def a_step_done():
+            assert process.poll() is None, process.stderr.read()[-3000:]
+            return [e for e in read_events(Path(out) / "events.jsonl") if e["type"] == "metrics"]
+
+        wait_until(a_step_done, within, every=0.2, what="the first step")
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=120) == 0, process.stderr.read()[-3000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.stderr.close()
