@@ -1,12 +1,12 @@
 """A real run cancelled through the API stops within seconds with a checkpoint, and its resume trains to the end
 with no step lost or repeated (moved from tests/e2e/test_training_run.py: a long scenario). Real daphne, Celery
 worker and trainer."""
-import json
 import time
 from pathlib import Path
 
 import pytest
 
+from rl.events import read_events
 from tests.e2e.helpers import SMALL_TTRL
 from tests.factories import make_prompt_set
 
@@ -27,7 +27,7 @@ def test_a_cancelled_run_stops_within_seconds_keeps_its_checkpoint_and_resumes_t
     assert time.monotonic() - cancelled_at < 30
     stopped_at = final["last_step"]
     assert stopped_at < 40  # a step takes ~0.4 s and a cancel ~2 s to land: 40 steps outlast it
-    events = [json.loads(line) for line in (Path(settings.RUNS_DIR) / str(run["id"]) / "events.jsonl").open()]
+    events = read_events(Path(settings.RUNS_DIR) / str(run["id"]) / "events.jsonl")
     assert any(e["type"] == "checkpoint" and e["step"] == stopped_at for e in events)
 
     api.post(f"/runs/{run['id']}/resume")

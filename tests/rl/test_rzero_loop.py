@@ -14,11 +14,10 @@ import pytest
 from rl.events import read_events, validate_event
 from rl.policy import DEFAULT_POLICY_DIR, heldout_problems
 from rl.methods.r_zero import extract_question, keep_for_solver, solver_agreement, solver_majority
-from tests.rl.trainer_process import run_trainer as warm_trainer
+from tests.rl.trainer_process import REPO, run_trainer as warm_trainer
 
 pytestmark = pytest.mark.trainer
 
-REPO = Path(__file__).resolve().parents[2]
 SENTINEL = "LABEL-SENTINEL-7319"  # the prompt file's labels: must never show up anywhere in the run
 TINY = {"iterations": 1, "challenger_steps": 1, "solver_steps": 1, "questions_per_iteration": 24,
         "challenger_rollouts": 4, "prompts_per_step": 2, "prompts_per_update": 1, "solver_samples": 10, "n_votes": 4,

@@ -5,9 +5,7 @@ so each training run takes seconds on a CPU.
 """
 
 import json
-import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,11 +13,10 @@ import pytest
 
 from rl.events import read_events, validate_event
 from rl.policy import heldout_problems
+from tests.rl.trainer_process import ENV, REPO, train_command
 
 pytestmark = pytest.mark.trainer
 
-REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
 SMALL = {"n_votes": 16, "n_train": 8, "prompts_per_step": 2, "prompts_per_update": 1, "max_completion_length": 48,
          "learning_rate": 1e-4, "save_every": 1, "eval_every": 0}
 REQUIRED_METRICS = {"entropy", "response_length/mean", "reward/mean", "reward/std", "majority_ratio",
@@ -44,8 +41,8 @@ def write_config(tmp: Path, name: str = "config.json", **overrides) -> Path:
 
 
 def run_trainer(config: Path, out: Path, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "rl.train", "--config", str(config), "--out", str(out), *extra],
-                          cwd=REPO, env=ENV, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(train_command(config, out, *extra), cwd=REPO, env=ENV, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def events_of(run_dir: Path) -> list[dict]:

@@ -18,6 +18,8 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+# a trainer's environment in the tests, unless a test gives its own
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
 # what the server imports once: rl.train's own imports, and the heavy ones its driver imports lazily
 PRELOAD = ["rl.train", "rl.trainer", "rl.policy", "transformers", "trl"]
 
@@ -47,12 +49,17 @@ def _main(argv: list[str], env: dict, cwd: str, stdout: str, stderr: str) -> Non
     sys.exit(main(argv))
 
 
+def train_command(config: Path, out: Path, *extra: str) -> list[str]:
+    """The cold command line: `python -m rl.train --config CONFIG --out RUN_DIR [extra]`, as a worker runs it."""
+    return [sys.executable, "-m", "rl.train", "--config", str(config), "--out", str(out), *extra]
+
+
 def run_trainer(config: Path, out: Path, *extra: str, env: dict | None = None,
                 timeout: float = 300) -> subprocess.CompletedProcess:
     """What `subprocess.run([sys.executable, "-m", "rl.train", ...], capture_output=True, text=True)` returns. `env`:
-    the trainer's whole environment, by default this process's."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)} if env is None else env
-    argv = ["--config", str(config), "--out", str(out), *extra]
+    the trainer's whole environment, by default ENV."""
+    env = ENV if env is None else env
+    argv = train_command(config, out, *extra)[3:]  # the arguments, after `python -m rl.train`
     with tempfile.TemporaryDirectory(prefix="rl-train-") as tmp:
         stdout, stderr = Path(tmp) / "stdout", Path(tmp) / "stderr"
         process = _forkserver().Process(target=_main, args=(argv, dict(env), str(REPO), str(stdout), str(stderr)))
@@ -73,8 +80,7 @@ def sigterm_after_the_first_step(config: Path, out: Path, env: dict, *, within: 
     from rl.events import read_events
     from tests.waiting import wait_until
 
-    process = subprocess.Popen([sys.executable, "-m", "rl.train", "--config", str(config), "--out", str(out)],
-                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(train_command(config, out), cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         def a_step_done():
             assert process.poll() is None, process.stderr.read()[-3000:]
